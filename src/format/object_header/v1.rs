@@ -1,0 +1,1 @@
+//! Version 1 object headers (8-byte aligned messages, no signature).

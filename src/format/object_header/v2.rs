@@ -1,0 +1,1 @@
+//! Version 2 object headers (OHDR/OCHK signatures, lookup3 checksums).

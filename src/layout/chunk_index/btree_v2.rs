@@ -1,0 +1,1 @@
+//! Chunk index: btree_v2.

@@ -1,0 +1,1 @@
+//! Chunk index: extensible_array.

@@ -1,0 +1,1 @@
+//! Chunk index: fixed_array.

@@ -1,0 +1,1 @@
+//! Chunk index: implicit.

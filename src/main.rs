@@ -1,0 +1,6 @@
+//! The `h5mount` command.
+
+fn main() {
+    eprintln!("h5mount: not implemented yet");
+    std::process::exit(2);
+}
