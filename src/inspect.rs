@@ -1,12 +1,153 @@
 //! `h5mount inspect`: a deterministic tree listing of a file, in the spirit of `h5ls -r -v`.
+//!
+//! One line per link, depth-first in name order, with the object kind and, for datasets, dtype
+//! (numpy-style), shape, max shape, layout, chunk shape and index, filters and fill value;
+//! attributes follow their object, indented, with short values. An object reached again by
+//! another hard link is listed as such and not descended into twice.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::filters::filter_name;
+use crate::model::{File, LinkTarget, ObjectId, ObjectKind, OpenOptions};
 
-/// Write the listing of `path` (starting at object `start`, default `/`) to `out`.
+/// Attribute values longer than this are cut in the listing.
+const MAX_VALUE_CHARS: usize = 60;
+
+/// Format a shape as a Python tuple: `()`, `(5,)`, `(3, 4)`; unlimited as `None`.
+pub fn shape_str(dims: &[u64]) -> String {
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|&d| if d == u64::MAX { "None".into() } else { d.to_string() })
+        .collect();
+    match parts.len() {
+        1 => format!("({},)", parts[0]),
+        _ => format!("({})", parts.join(", ")),
+    }
+}
+
+/// Format a filter list as `deflate(4),shuffle(4)`.
+pub fn filters_str(filters: &[crate::format::messages::filter_pipeline::FilterSpec]) -> String {
+    filters
+        .iter()
+        .map(|f| {
+            let name = match filter_name(f.id) {
+                "unknown" => f.name.clone().unwrap_or_else(|| format!("filter{}", f.id)),
+                n => n.to_string(),
+            };
+            let cd: Vec<String> = f.client_data.iter().map(|v| v.to_string()).collect();
+            format!("{name}({})", cd.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn short(s: &str) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() > MAX_VALUE_CHARS {
+        let cut: String = one_line.chars().take(MAX_VALUE_CHARS).collect();
+        format!("{cut}...")
+    } else {
+        one_line
+    }
+}
+
+fn join(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// Write the listing of the file at `path` (starting at object path `start`, default `/`).
 pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
-    let _ = (path, start, out);
-    Err(crate::error::Error::unsupported("inspect", "not implemented yet"))
+    let file = File::open(path, &OpenOptions { cache_bytes: 16 << 20 })?;
+    let start_path = start.unwrap_or("/").to_string();
+    let start_id = file.resolve(&start_path)?;
+    let mut seen: HashMap<ObjectId, String> = HashMap::new();
+    let mut stack = vec![(start_path, start_id)];
+    let w = |out: &mut dyn Write, s: String| {
+        writeln!(out, "{s}").map_err(|e| Error::Invalid(format!("writing output: {e}")))
+    };
+    while let Some((p, id)) = stack.pop() {
+        if let Some(first) = seen.get(&id) {
+            w(out, format!("{p}  hard link to {first}"))?;
+            continue;
+        }
+        seen.insert(id, p.clone());
+        let kind = file.kind(id).map_err(|e| e.in_object(&p))?;
+        match kind {
+            ObjectKind::Group => w(out, format!("{p}  group"))?,
+            ObjectKind::Dataset => match file.dataset(id) {
+                Ok(d) => {
+                    let i = &d.info;
+                    let mut s = format!("{p}  dataset {}", i.dtype.numpy_str());
+                    if i.null {
+                        s.push_str(" null");
+                    } else {
+                        s.push(' ');
+                        s.push_str(&shape_str(&i.shape));
+                    }
+                    if let Some(m) = &i.max_shape {
+                        if m != &i.shape {
+                            s.push_str(&format!(" max={}", shape_str(m)));
+                        }
+                    }
+                    s.push(' ');
+                    s.push_str(i.layout);
+                    if let Some(c) = &i.chunk_shape {
+                        s.push_str(&format!(" chunks={}", shape_str(c)));
+                    }
+                    if let Some(x) = i.chunk_index {
+                        s.push_str(&format!(" index={x}"));
+                    }
+                    if !i.filters.is_empty() {
+                        s.push_str(&format!(" filters={}", filters_str(&i.filters)));
+                    }
+                    if let Some(f) = &i.fill_value {
+                        s.push_str(&format!(
+                            " fill={}",
+                            short(&crate::model::value::render_element(&i.dtype, f))
+                        ));
+                    }
+                    if let Some(why) = d.unreadable_reason() {
+                        s.push_str(&format!("  [unreadable: {why}]"));
+                    }
+                    w(out, s)?;
+                }
+                Err(e) => w(out, format!("{p}  dataset [error: {e}]"))?,
+            },
+            ObjectKind::NamedDatatype => w(out, format!("{p}  datatype"))?,
+            ObjectKind::Unknown => w(out, format!("{p}  object"))?,
+        }
+        match file.attributes(id) {
+            Ok(attrs) => {
+                for a in attrs {
+                    w(out, format!("    @{} {} = {}", a.name, a.dtype.numpy_str(), short(&a.render())))?;
+                }
+            }
+            Err(e) => w(out, format!("    @[error: {e}]"))?,
+        }
+        if kind == ObjectKind::Group {
+            let links = file.links(id).map_err(|e| e.in_object(&p))?;
+            let mut children = Vec::new();
+            for l in links.iter() {
+                let cp = join(&p, &l.name);
+                match &l.target {
+                    LinkTarget::Hard(cid) => children.push((cp, *cid)),
+                    LinkTarget::Soft(t) => w(out, format!("{cp}  soft link -> {t}"))?,
+                    LinkTarget::External { file, path } => {
+                        w(out, format!("{cp}  external link -> {file}::{path}"))?
+                    }
+                    LinkTarget::UserDefined(t) => w(out, format!("{cp}  user-defined link type {t}"))?,
+                }
+            }
+            // Depth-first in name order: push in reverse.
+            stack.extend(children.into_iter().rev());
+        }
+    }
+    Ok(())
 }

@@ -1,10 +1,19 @@
-//! Datasets: the description (type, shape, layout, filters, fill) and byte-range reads through
-//! the layout engine.
+//! Datasets: the description (type, shape, layout, filters, fill) gathered from the object
+//! header, and byte-range reads through the layout engine.
 
-use crate::error::Result;
+use super::file::File;
+use super::ObjectId;
+use crate::error::{Error, ErrorClass, Result};
+use crate::format::local_heap::LocalHeap;
+use crate::format::messages::dataspace::{Dataspace, DataspaceKind};
 use crate::format::messages::datatype::Datatype;
-use crate::format::messages::filter_pipeline::FilterSpec;
-use crate::layout::DataReader;
+use crate::format::messages::external::ExternalFileList;
+use crate::format::messages::fill_value::{FillTime, FillValue};
+use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
+use crate::format::messages::layout::{ChunkIndexSpec, Layout, LayoutClass};
+use crate::format::messages::{types, Message};
+use crate::format::object_header::ObjectHeader;
+use crate::layout::{DataReader, ExternalSegment, LayoutParams};
 
 /// What `inspect` and xattrs show of a dataset.
 #[derive(Clone, Debug)]
@@ -26,28 +35,193 @@ pub struct DatasetInfo {
     pub fill_value: Option<Vec<u8>>,
 }
 
+#[derive(Debug)]
+enum ReaderState {
+    Ready(DataReader),
+    Failed { class: ErrorClass, message: String },
+}
+
 /// An open dataset.
 #[derive(Debug)]
 pub struct Dataset {
+    pub id: ObjectId,
     pub info: DatasetInfo,
-    reader: Result<DataReader, String>,
+    len: u64,
+    reader: ReaderState,
 }
 
 impl Dataset {
-    /// Size of the dataset's byte image.
+    /// Size of the dataset's byte image: npoints × element size.
     pub fn len(&self) -> u64 {
-        self.reader.as_ref().map(|r| r.len()).unwrap_or(0)
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
     }
 
-    /// Read bytes at `offset` of the byte image.
-    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    /// Why reads of this dataset cannot be served, if they cannot.
+    pub fn unreadable_reason(&self) -> Option<&str> {
         match &self.reader {
-            Ok(r) => r.read_at(offset, buf),
-            Err(e) => Err(crate::error::Error::unsupported("dataset", e.clone())),
+            ReaderState::Ready(_) => None,
+            ReaderState::Failed { message, .. } => Some(message),
         }
     }
+
+    /// Read bytes at `offset` of the byte image; returns the number of bytes written, short
+    /// only at the end.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        match &self.reader {
+            ReaderState::Ready(r) => r.read_at(offset, buf),
+            ReaderState::Failed { class, message } => Err(match class {
+                ErrorClass::Unsupported => Error::unsupported("dataset", message),
+                _ => Error::corrupt("dataset", self.id.0, message),
+            }),
+        }
+    }
+}
+
+fn layout_names(layout: &Layout) -> (&'static str, Option<Vec<u64>>, Option<&'static str>) {
+    match &layout.class {
+        LayoutClass::Compact { .. } => ("compact", None, None),
+        LayoutClass::Contiguous { .. } => ("contiguous", None, None),
+        LayoutClass::Virtual { .. } => ("virtual", None, None),
+        LayoutClass::Chunked(c) => {
+            let index = match c.index {
+                ChunkIndexSpec::BtreeV1 { .. } => "btree-v1",
+                ChunkIndexSpec::SingleChunk { .. } => "single",
+                ChunkIndexSpec::Implicit { .. } => "implicit",
+                ChunkIndexSpec::FixedArray { .. } => "fixed-array",
+                ChunkIndexSpec::ExtensibleArray { .. } => "extensible-array",
+                ChunkIndexSpec::BtreeV2 { .. } => "btree-v2",
+            };
+            ("chunked", Some(c.chunk_dims.clone()), Some(index))
+        }
+    }
+}
+
+/// Parse a dataset's messages and prepare its reader.
+pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Result<Dataset> {
+    let mut space: Option<Dataspace> = None;
+    let mut dtype: Option<Datatype> = None;
+    let mut layout: Option<Layout> = None;
+    let mut fill_new: Option<FillValue> = None;
+    let mut fill_old: Option<FillValue> = None;
+    let mut pipeline = FilterPipeline::default();
+    let mut efl: Option<ExternalFileList> = None;
+    for raw in &h.messages {
+        match raw.mtype {
+            types::DATASPACE
+            | types::DATATYPE
+            | types::LAYOUT
+            | types::FILL_VALUE
+            | types::FILL_VALUE_OLD
+            | types::FILTER_PIPELINE
+            | types::EXTERNAL_FILES => {}
+            _ => continue,
+        }
+        match file.decode(raw)? {
+            Message::Dataspace(s) => space = Some(s),
+            Message::Datatype(t) => dtype = Some(t),
+            Message::Layout(l) => layout = Some(l),
+            Message::FillValue(f) if raw.mtype == types::FILL_VALUE => fill_new = Some(f),
+            Message::FillValue(f) => fill_old = Some(f),
+            Message::FilterPipeline(p) => pipeline = p,
+            Message::ExternalFiles(e) => efl = Some(e),
+            _ => {}
+        }
+    }
+    let missing = |what: &str| Error::corrupt("dataset object header", id.0, format!("no {what} message"));
+    let space = space.ok_or_else(|| missing("dataspace"))?;
+    let dtype = dtype.ok_or_else(|| missing("datatype"))?;
+    let layout = layout.ok_or_else(|| missing("layout"))?;
+    let fill = fill_new.or(fill_old);
+    let fill_value = fill
+        .as_ref()
+        .filter(|f| f.defined)
+        .and_then(|f| f.value.clone())
+        .filter(|v| v.len() == dtype.size as usize);
+    let fill_for_reads = fill
+        .as_ref()
+        .filter(|f| f.fill_time != FillTime::Never)
+        .and(fill_value.clone());
+
+    let (mut layout_name, chunk_shape, chunk_index) = layout_names(&layout);
+    if efl.is_some() {
+        layout_name = "external";
+    }
+    let null = space.kind == DataspaceKind::Null;
+    let npoints = space.npoints();
+    let len = npoints.and_then(|n| n.checked_mul(dtype.size as u64));
+    let info = DatasetInfo {
+        dtype: dtype.clone(),
+        shape: space.dims.clone(),
+        max_shape: space.max_dims.clone(),
+        null,
+        layout: layout_name,
+        chunk_shape,
+        chunk_index,
+        filters: pipeline.filters.clone(),
+        fill_value,
+    };
+
+    let reader = (|| -> Result<DataReader> {
+        if !dtype.is_fixed_size() {
+            return Err(Error::unsupported(
+                "datatype",
+                format!("{} has no fixed-size byte image", dtype.numpy_str()),
+            ));
+        }
+        let npoints = npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
+        let external = match &efl {
+            Some(e) => Some(external_segments(file, e)?),
+            None => None,
+        };
+        DataReader::new(LayoutParams {
+            storage: file.storage().clone(),
+            sizes: file.sizes(),
+            layout: layout.clone(),
+            dims: space.dims.clone(),
+            max_dims: space.max_dims.clone().unwrap_or_else(|| space.dims.clone()),
+            npoints,
+            element_size: dtype.size,
+            fill: fill_for_reads,
+            filters: pipeline.clone(),
+            external,
+            cache: file.chunk_cache().clone(),
+            cache_id: id.0,
+        })
+    })();
+    let reader = match reader {
+        Ok(r) => ReaderState::Ready(r),
+        Err(e) => ReaderState::Failed {
+            class: e.errno_class(),
+            message: e.to_string(),
+        },
+    };
+    Ok(Dataset {
+        id,
+        info,
+        len: len.unwrap_or(0),
+        reader,
+    })
+}
+
+/// Resolve external file names (local heap) to paths relative to the HDF5 file's directory,
+/// which is what libhdf5 does with an `${ORIGIN}` prefix; its default (the process's current
+/// directory) means nothing for a daemon.
+fn external_segments(file: &File, efl: &ExternalFileList) -> Result<Vec<ExternalSegment>> {
+    let heap = LocalHeap::read(file.storage(), efl.heap_addr, file.sizes())?;
+    let dir = file.dir();
+    efl.slots
+        .iter()
+        .map(|s| {
+            let name = String::from_utf8_lossy(heap.string_at(s.name_offset)?).into_owned();
+            Ok(ExternalSegment {
+                path: dir.join(name),
+                offset: s.file_offset,
+                size: s.size,
+            })
+        })
+        .collect()
 }

@@ -1,10 +1,25 @@
-//! An open HDF5 file: superblock, object header cache, and the entry points of the model API.
+//! An open HDF5 file: superblock, caches of object headers and parsed objects, and the entry
+//! points of the model API.
+//!
+//! Everything is parsed lazily: opening reads the superblock and the root object header only.
+//! Object headers, group link lists and datasets are parsed on first use and kept in bounded
+//! caches keyed by object header address.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use super::{Attribute, Dataset, Link, ObjectId, ObjectKind};
+use lru::LruCache;
+
+use super::{Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind};
+use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::format::messages::shared::SharedMessage;
+use crate::format::messages::{self, types, Message};
+use crate::format::object_header::{flags, ObjectHeader, RawMessage};
+use crate::format::superblock::Superblock;
+use crate::io::{Sizes, Storage, UNDEFINED_ADDR};
 
 /// Options for opening a file.
 #[derive(Clone, Debug)]
@@ -21,21 +36,91 @@ impl Default for OpenOptions {
     }
 }
 
+/// Object headers kept parsed (each is small: its messages' bytes).
+const HEADER_CACHE_ENTRIES: usize = 4096;
+/// Group link lists kept parsed.
+const LINKS_CACHE_ENTRIES: usize = 1024;
+/// Datasets kept open.
+const DATASET_CACHE_ENTRIES: usize = 4096;
+/// Soft links followed while resolving one path (as the kernel's ELOOP limit).
+const MAX_SOFT_LINK_HOPS: usize = 40;
+
 /// An open HDF5 file. Shared between threads behind an `Arc`.
-#[derive(Debug)]
 pub struct File {
+    pub(super) storage: Storage,
+    pub(super) superblock: Superblock,
     root: ObjectId,
+    path: PathBuf,
+    pub(super) chunk_cache: Arc<ChunkCache>,
+    headers: Mutex<LruCache<u64, Arc<ObjectHeader>>>,
+    links: Mutex<LruCache<u64, Arc<Vec<Link>>>>,
+    datasets: Mutex<LruCache<u64, Arc<Dataset>>>,
+    /// Shared-message heaps by message type, found through the superblock extension.
+    sohm: Mutex<Option<Arc<HashMap<u16, u64>>>>,
 }
 
-fn todo_err() -> Error {
-    Error::unsupported("model", "not implemented yet")
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("File")
+            .field("path", &self.path)
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+fn cap(n: usize) -> NonZeroUsize {
+    NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN)
 }
 
 impl File {
     /// Open and parse the superblock and root object header.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Arc<File>> {
-        let _ = (path, options);
-        Err(todo_err())
+        let raw = Storage::open(path).map_err(|source| Error::Io {
+            what: "HDF5 file",
+            addr: 0,
+            len: 0,
+            source,
+        })?;
+        let (superblock, storage) = Superblock::locate(&raw)?;
+        let file = File {
+            storage,
+            root: ObjectId(superblock.root_addr),
+            superblock,
+            path: path.to_path_buf(),
+            chunk_cache: Arc::new(ChunkCache::new(options.cache_bytes)),
+            headers: Mutex::new(LruCache::new(cap(HEADER_CACHE_ENTRIES))),
+            links: Mutex::new(LruCache::new(cap(LINKS_CACHE_ENTRIES))),
+            datasets: Mutex::new(LruCache::new(cap(DATASET_CACHE_ENTRIES))),
+            sohm: Mutex::new(None),
+        };
+        // The root must at least have a readable header.
+        file.header(file.root)?;
+        Ok(Arc::new(file))
+    }
+
+    /// Path the file was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The superblock.
+    pub fn superblock(&self) -> &Superblock {
+        &self.superblock
+    }
+
+    /// Widths of addresses and lengths.
+    pub fn sizes(&self) -> Sizes {
+        self.superblock.sizes
+    }
+
+    /// The storage (base address applied).
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// The chunk cache shared by this file's datasets.
+    pub fn chunk_cache(&self) -> &Arc<ChunkCache> {
+        &self.chunk_cache
     }
 
     /// The root group.
@@ -43,51 +128,217 @@ impl File {
         self.root
     }
 
-    /// What kind of object this is.
-    pub fn kind(&self, id: ObjectId) -> Result<ObjectKind> {
-        let _ = id;
-        Err(todo_err())
+    /// The object header of `id` (cached).
+    pub fn header(&self, id: ObjectId) -> Result<Arc<ObjectHeader>> {
+        if let Some(h) = self.headers.lock().unwrap().get(&id.0) {
+            return Ok(h.clone());
+        }
+        if id.0 == UNDEFINED_ADDR {
+            return Err(Error::corrupt("object header", id.0, "undefined address"));
+        }
+        let h = Arc::new(ObjectHeader::read(&self.storage, id.0, self.sizes())?);
+        self.headers.lock().unwrap().put(id.0, h.clone());
+        Ok(h)
     }
 
-    /// Links of a group, sorted by name (byte order, as h5py's default iteration).
-    pub fn links(&self, group: ObjectId) -> Result<Vec<Link>> {
-        let _ = group;
-        Err(todo_err())
+    /// Decode a raw message, resolving a shared message to its real body first.
+    pub fn decode(&self, raw: &RawMessage) -> Result<Message> {
+        let sizes = self.sizes();
+        if raw.flags & flags::SHARED == 0 {
+            return messages::parse(raw.mtype, &raw.data, raw.addr, sizes);
+        }
+        let shared = SharedMessage::parse(&raw.data, raw.addr, sizes)?;
+        self.resolve_shared(raw.mtype, &shared)
+    }
+
+    /// The body of a shared message of type `mtype`.
+    pub fn resolve_shared(&self, mtype: u16, shared: &SharedMessage) -> Result<Message> {
+        let sizes = self.sizes();
+        match shared {
+            SharedMessage::ObjectHeader(addr) => {
+                let h = self.header(ObjectId(*addr))?;
+                let raw = h.first(mtype).ok_or_else(|| {
+                    Error::corrupt(
+                        "shared message",
+                        *addr,
+                        format!("object header has no message of type {mtype:#x}"),
+                    )
+                })?;
+                if raw.flags & flags::SHARED != 0 {
+                    return Err(Error::corrupt(
+                        "shared message",
+                        *addr,
+                        "shared message refers to another shared message",
+                    ));
+                }
+                messages::parse(mtype, &raw.data, raw.addr, sizes)
+            }
+            SharedMessage::SohmHeap(id) => {
+                let heaps = self.sohm_heaps()?;
+                let heap_addr = *heaps.get(&mtype).ok_or_else(|| {
+                    Error::corrupt(
+                        "shared message table",
+                        0,
+                        format!("no shared-message index holds type {mtype:#x}"),
+                    )
+                })?;
+                let heap =
+                    crate::format::fractal_heap::FractalHeap::open(&self.storage, heap_addr, sizes)?;
+                let body = heap.get(&self.storage, sizes, id)?;
+                messages::parse(mtype, &body, heap_addr, sizes)
+            }
+        }
+    }
+
+    /// Map of message type → fractal heap address of the shared-message indexes.
+    fn sohm_heaps(&self) -> Result<Arc<HashMap<u16, u64>>> {
+        if let Some(m) = self.sohm.lock().unwrap().as_ref() {
+            return Ok(m.clone());
+        }
+        let map = Arc::new(super::sohm::read_sohm_indexes(self)?);
+        *self.sohm.lock().unwrap() = Some(map.clone());
+        Ok(map)
+    }
+
+    /// Decoded messages of one type in header `h`.
+    pub fn messages(&self, h: &ObjectHeader, mtype: u16) -> Result<Vec<Message>> {
+        h.messages_of(mtype).map(|m| self.decode(m)).collect()
+    }
+
+    /// What kind of object this is.
+    pub fn kind(&self, id: ObjectId) -> Result<ObjectKind> {
+        let h = self.header(id)?;
+        Ok(kind_of(&h))
+    }
+
+    /// Links of a group, sorted by name (byte order, h5py's default for untracked groups).
+    pub fn links(&self, group: ObjectId) -> Result<Arc<Vec<Link>>> {
+        if let Some(l) = self.links.lock().unwrap().get(&group.0) {
+            return Ok(l.clone());
+        }
+        let h = self.header(group)?;
+        let mut links = super::group::read_links(self, &h)?;
+        links.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        let links = Arc::new(links);
+        self.links.lock().unwrap().put(group.0, links.clone());
+        Ok(links)
     }
 
     /// One link of a group by name.
     pub fn lookup(&self, group: ObjectId, name: &str) -> Result<Option<Link>> {
-        let _ = (group, name);
-        Err(todo_err())
+        let links = self.links(group)?;
+        Ok(links
+            .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
+            .ok()
+            .map(|i| links[i].clone()))
     }
 
     /// Resolve an absolute path (following hard and soft links) to an object.
     pub fn resolve(&self, path: &str) -> Result<ObjectId> {
-        let _ = path;
-        Err(todo_err())
+        let mut hops = 0;
+        self.resolve_from(self.root, path, &mut hops)
+    }
+
+    fn resolve_from(&self, start: ObjectId, path: &str, hops: &mut usize) -> Result<ObjectId> {
+        let mut stack: Vec<ObjectId> = Vec::new();
+        let mut cur = if path.starts_with('/') { self.root } else { start };
+        for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            if comp == ".." {
+                cur = stack.pop().unwrap_or(self.root);
+                continue;
+            }
+            let link = self
+                .lookup(cur, comp)?
+                .ok_or_else(|| Error::NotFound(path.to_string()))?;
+            let next = match link.target {
+                LinkTarget::Hard(id) => id,
+                LinkTarget::Soft(target) => {
+                    *hops += 1;
+                    if *hops > MAX_SOFT_LINK_HOPS {
+                        return Err(Error::limit("soft link", 0, format!("too many hops at {path}")));
+                    }
+                    self.resolve_from(cur, &target, hops)?
+                }
+                LinkTarget::External { .. } | LinkTarget::UserDefined(_) => {
+                    return Err(Error::unsupported(
+                        "link",
+                        format!("{comp} in {path} is an external or user-defined link"),
+                    ))
+                }
+            };
+            stack.push(cur);
+            cur = next;
+        }
+        Ok(cur)
     }
 
     /// The dataset at `id` (parsed once, then cached).
     pub fn dataset(&self, id: ObjectId) -> Result<Arc<Dataset>> {
-        let _ = id;
-        Err(todo_err())
+        if let Some(d) = self.datasets.lock().unwrap().get(&id.0) {
+            return Ok(d.clone());
+        }
+        let h = self.header(id)?;
+        let d = Arc::new(super::dataset::open_dataset(self, id, &h)?);
+        self.datasets.lock().unwrap().put(id.0, d.clone());
+        Ok(d)
     }
 
     /// Attributes of any object, in name order.
     pub fn attributes(&self, id: ObjectId) -> Result<Vec<Attribute>> {
-        let _ = id;
-        Err(todo_err())
+        let h = self.header(id)?;
+        let mut attrs = super::attribute::read_attributes(self, &h)?;
+        attrs.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        Ok(attrs)
     }
 
     /// Modification time of the object (seconds since the epoch), if stored.
     pub fn mtime(&self, id: ObjectId) -> Result<Option<u64>> {
-        let _ = id;
-        Err(todo_err())
+        let h = self.header(id)?;
+        for raw in &h.messages {
+            if raw.mtype == types::MTIME || raw.mtype == types::MTIME_OLD {
+                if let Ok(Message::ModificationTime(t)) = self.decode(raw) {
+                    return Ok(Some(t.seconds));
+                }
+            }
+        }
+        Ok(h.times.map(|t| t.modification as u64).filter(|&t| t != 0))
     }
 
     /// Hard-link count of the object.
     pub fn refcount(&self, id: ObjectId) -> Result<u32> {
-        let _ = id;
-        Err(todo_err())
+        Ok(self.header(id)?.refcount.max(1))
+    }
+
+    /// The comment of an object, if any.
+    pub fn comment(&self, id: ObjectId) -> Result<Option<String>> {
+        let h = self.header(id)?;
+        for m in self.messages(&h, types::COMMENT)? {
+            if let Message::Comment(c) = m {
+                return Ok(Some(c.0));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Directory against which relative external names are resolved (the file's directory).
+    pub fn dir(&self) -> PathBuf {
+        self.path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+}
+
+/// Classify an object header by the messages it holds.
+pub fn kind_of(h: &ObjectHeader) -> ObjectKind {
+    let has = |t| h.first(t).is_some();
+    if has(types::LAYOUT) {
+        ObjectKind::Dataset
+    } else if has(types::SYMBOL_TABLE) || has(types::LINK_INFO) || has(types::LINK) || has(types::GROUP_INFO) {
+        ObjectKind::Group
+    } else if has(types::DATATYPE) && !has(types::DATASPACE) {
+        ObjectKind::NamedDatatype
+    } else {
+        ObjectKind::Unknown
     }
 }

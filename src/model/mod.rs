@@ -5,6 +5,8 @@ pub mod attribute;
 pub mod dataset;
 pub mod file;
 pub mod group;
+mod sohm;
+pub mod value;
 
 pub use attribute::Attribute;
 pub use dataset::{Dataset, DatasetInfo};
