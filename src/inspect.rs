@@ -68,11 +68,20 @@ pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<
     let start_path = start.unwrap_or("/").to_string();
     let start_id = file.resolve(&start_path)?;
     let mut seen: HashMap<ObjectId, String> = HashMap::new();
-    let mut stack = vec![(start_path, start_id)];
+    // Entries still to print: an object to describe, or a finished line (non-hard links).
+    let mut stack: Vec<(String, std::result::Result<ObjectId, String>)> =
+        vec![(start_path, Ok(start_id))];
     let w = |out: &mut dyn Write, s: String| {
         writeln!(out, "{s}").map_err(|e| Error::Invalid(format!("writing output: {e}")))
     };
-    while let Some((p, id)) = stack.pop() {
+    while let Some((p, entry)) = stack.pop() {
+        let id = match entry {
+            Ok(id) => id,
+            Err(line) => {
+                w(out, line)?;
+                continue;
+            }
+        };
         if let Some(first) = seen.get(&id) {
             w(out, format!("{p}  hard link to {first}"))?;
             continue;
@@ -136,14 +145,15 @@ pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<
             let mut children = Vec::new();
             for l in links.iter() {
                 let cp = join(&p, &l.name);
-                match &l.target {
-                    LinkTarget::Hard(cid) => children.push((cp, *cid)),
-                    LinkTarget::Soft(t) => w(out, format!("{cp}  soft link -> {t}"))?,
+                let entry = match &l.target {
+                    LinkTarget::Hard(cid) => Ok(*cid),
+                    LinkTarget::Soft(t) => Err(format!("{cp}  soft link -> {t}")),
                     LinkTarget::External { file, path } => {
-                        w(out, format!("{cp}  external link -> {file}::{path}"))?
+                        Err(format!("{cp}  external link -> {file}::{path}"))
                     }
-                    LinkTarget::UserDefined(t) => w(out, format!("{cp}  user-defined link type {t}"))?,
-                }
+                    LinkTarget::UserDefined(t) => Err(format!("{cp}  user-defined link type {t}")),
+                };
+                children.push((cp, entry));
             }
             // Depth-first in name order: push in reverse.
             stack.extend(children.into_iter().rev());
