@@ -445,4 +445,4 @@ pub fn find(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

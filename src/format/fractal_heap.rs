@@ -402,3 +402,6 @@ impl FractalHeap {
         c.offset(self.sizes)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,189 @@
+//! Hand-built fractal heaps: root direct block with each heap-ID type, and a root indirect
+//! block with a nested indirect block.
+
+use super::*;
+use crate::format::btree_v2::tests::{seal, storage_with};
+
+struct Geometry {
+    id_len: u16,
+    flags: u8,
+    max_man: u32,
+    width: u16,
+    start: u64,
+    max_direct: u64,
+    bits: u16,
+    root: u64,
+    rows: u16,
+}
+
+fn header(g: &Geometry) -> Vec<u8> {
+    let mut b = b"FRHP\0".to_vec();
+    b.extend_from_slice(&g.id_len.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes());
+    b.push(g.flags);
+    b.extend_from_slice(&g.max_man.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes()); // next huge ID
+    b.extend_from_slice(&u64::MAX.to_le_bytes()); // huge B-tree
+    b.extend_from_slice(&0u64.to_le_bytes()); // free space
+    b.extend_from_slice(&u64::MAX.to_le_bytes()); // free-space manager
+    for _ in 0..8 {
+        b.extend_from_slice(&0u64.to_le_bytes()); // space and object statistics
+    }
+    b.extend_from_slice(&g.width.to_le_bytes());
+    b.extend_from_slice(&g.start.to_le_bytes());
+    b.extend_from_slice(&g.max_direct.to_le_bytes());
+    b.extend_from_slice(&g.bits.to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&g.root.to_le_bytes());
+    b.extend_from_slice(&g.rows.to_le_bytes());
+    seal(b)
+}
+
+/// A direct block of `size` bytes at heap offset `off` (2-byte offsets) holding `objs`.
+fn direct(size: usize, off: u16, checksum: bool, objs: &[(usize, &[u8])]) -> Vec<u8> {
+    let mut b = b"FHDB\0".to_vec();
+    b.extend_from_slice(&0u64.to_le_bytes()); // heap header address
+    b.extend_from_slice(&off.to_le_bytes());
+    let sum_at = b.len();
+    if checksum {
+        b.extend_from_slice(&[0; 4]);
+    }
+    b.resize(size, 0);
+    for (at, data) in objs {
+        b[*at..*at + data.len()].copy_from_slice(data);
+    }
+    if checksum {
+        let s = lookup3(&b, 0);
+        b[sum_at..sum_at + 4].copy_from_slice(&s.to_le_bytes());
+    }
+    b
+}
+
+fn indirect(off: u16, entries: &[u64]) -> Vec<u8> {
+    let mut b = b"FHIB\0".to_vec();
+    b.extend_from_slice(&0u64.to_le_bytes());
+    b.extend_from_slice(&off.to_le_bytes());
+    entries.iter().for_each(|e| b.extend_from_slice(&e.to_le_bytes()));
+    seal(b)
+}
+
+fn root_direct_heap(id_len: u16) -> (Vec<u8>, Geometry) {
+    let g = Geometry {
+        id_len,
+        flags: 2,
+        max_man: 200,
+        width: 4,
+        start: 256,
+        max_direct: 1024,
+        bits: 16,
+        root: 0x100,
+        rows: 0,
+    };
+    let mut img = header(&g);
+    img.resize(0x100, 0);
+    img.extend(direct(256, 0, true, &[(40, b"hello")]));
+    img.resize(0x300, 0);
+    img.extend_from_slice(b"a huge object");
+    (img, g)
+}
+
+#[test]
+fn geometry_from_header() {
+    let (img, _) = root_direct_heap(17);
+    let (_f, s) = storage_with(&img);
+    let h = FractalHeap::open(&s, 0, Sizes::DEFAULT).unwrap();
+    // ceil(16 / 8) offset bytes; min(ceil(log2 1024 / 8), bytes for 200) length bytes.
+    assert_eq!((h.offset_width, h.length_width), (2, 1));
+    // Rows 0..=3 hold 256, 256, 512, 1024-byte blocks.
+    assert_eq!(h.max_direct_rows, 4);
+}
+
+#[test]
+fn each_heap_id_type() {
+    let (img, _) = root_direct_heap(17);
+    let (_f, s) = storage_with(&img);
+    let sz = Sizes::DEFAULT;
+    let h = FractalHeap::open(&s, 0, sz).unwrap();
+    // Managed: offset 40 (2 bytes), length 5 (1 byte).
+    assert_eq!(h.get(&s, sz, &[0x00, 40, 0, 5]).unwrap(), b"hello");
+    // Tiny, short form: length - 1 in the low nibble.
+    assert_eq!(h.get(&s, sz, b"\x24world\0\0").unwrap(), b"world");
+    // Huge, stored directly: 17-byte IDs hold address + length.
+    let mut id = vec![0x10];
+    id.extend_from_slice(&0x300u64.to_le_bytes());
+    id.extend_from_slice(&13u64.to_le_bytes());
+    assert_eq!(h.get(&s, sz, &id).unwrap(), b"a huge object");
+    // Version bits, type 3, out-of-block offsets, overlong tiny.
+    assert!(h.get(&s, sz, &[0x40, 40, 0, 5]).is_err());
+    assert!(h.get(&s, sz, &[0x30, 40, 0, 5]).is_err());
+    assert!(h.get(&s, sz, &[0x00, 250, 0, 20]).is_err());
+    assert!(h.get(&s, sz, &[0x00, 0, 1, 5]).is_err());
+    assert!(h.get(&s, sz, &[0x00, 4, 0, 5]).is_err()); // inside the block header
+    assert!(h.get(&s, sz, b"\x2fab").is_err());
+    assert!(h.get(&s, sz, &[]).is_err());
+}
+
+#[test]
+fn tiny_extended_length() {
+    let (img, _) = root_direct_heap(20);
+    let (_f, s) = storage_with(&img);
+    let h = FractalHeap::open(&s, 0, Sizes::DEFAULT).unwrap();
+    // 20-byte IDs: 12-bit length - 1 over byte 0's low nibble and byte 1.
+    let mut id = vec![0x20, 9];
+    id.extend_from_slice(b"0123456789\0\0\0\0\0\0\0\0");
+    assert_eq!(h.get(&s, Sizes::DEFAULT, &id).unwrap(), b"0123456789");
+}
+
+#[test]
+fn direct_block_checksum() {
+    let (mut img, _) = root_direct_heap(17);
+    img[0x100 + 100] ^= 1;
+    let (_f, s) = storage_with(&img);
+    let h = FractalHeap::open(&s, 0, Sizes::DEFAULT).unwrap();
+    assert!(matches!(
+        h.get(&s, Sizes::DEFAULT, &[0x00, 40, 0, 5]),
+        Err(Error::Checksum { addr: 0x100, .. })
+    ));
+    let (mut img, _) = root_direct_heap(17);
+    img[20] ^= 1;
+    let (_f, s) = storage_with(&img);
+    assert!(matches!(FractalHeap::open(&s, 0, Sizes::DEFAULT), Err(Error::Checksum { .. })));
+}
+
+#[test]
+fn nested_indirect_blocks() {
+    // Width 2, 64-byte blocks, direct blocks only in rows 0 and 1; row 2 holds indirect
+    // blocks of 128 bytes of heap space, each one row of two 64-byte direct blocks.
+    let g = Geometry {
+        id_len: 7,
+        flags: 0,
+        max_man: 50,
+        width: 2,
+        start: 64,
+        max_direct: 64,
+        bits: 16,
+        root: 0x100,
+        rows: 3,
+    };
+    let u = u64::MAX;
+    let mut img = header(&g);
+    img.resize(0x100, 0);
+    img.extend(indirect(0, &[0x400, u, u, u, 0x200, u]));
+    img.resize(0x200, 0);
+    img.extend(indirect(256, &[u, 0x300]));
+    img.resize(0x300, 0);
+    img.extend(direct(64, 320, false, &[(20, b"nest")]));
+    img.resize(0x400, 0);
+    img.extend(direct(64, 0, false, &[(16, b"top")]));
+    let (_f, s) = storage_with(&img);
+    let sz = Sizes::DEFAULT;
+    let h = FractalHeap::open(&s, 0, sz).unwrap();
+    assert_eq!(h.max_direct_rows, 2);
+    assert_eq!(h.get(&s, sz, &[0, 16, 0, 3, 0, 0, 0]).unwrap(), b"top");
+    let off = 320u16 + 20;
+    let [lo, hi] = off.to_le_bytes();
+    assert_eq!(h.get(&s, sz, &[0, lo, hi, 4, 0, 0, 0]).unwrap(), b"nest");
+    // Unallocated block, and an offset beyond the root's rows.
+    assert!(h.get(&s, sz, &[0, 84, 0, 3, 0, 0, 0]).is_err());
+    assert!(h.get(&s, sz, &[0, 0, 2, 3, 0, 0, 0]).is_err());
+}
