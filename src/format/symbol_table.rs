@@ -153,3 +153,72 @@ mod tests {
         assert!(SymbolTableNode::read(&s, 0, Sizes::DEFAULT).is_err());
     }
 }
+
+#[cfg(test)]
+mod real_file {
+    use super::*;
+    use crate::format::global_heap::GlobalHeapCollection;
+    use crate::format::local_heap::LocalHeap;
+    use std::collections::BTreeSet;
+
+    /// h5py (libver earliest) group `g`: every name it lists resolves through a symbol table
+    /// node and the group's local heap; the soft link's value is in the heap too. The file's
+    /// vlen strings are all objects of its global heap collections.
+    #[test]
+    fn old_style_group_and_vlen() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/format/testdata/heaps/");
+        let path = format!("{dir}old_style.h5");
+        let bytes = std::fs::read(&path).unwrap();
+        let s = Storage::open(std::path::Path::new(&path)).unwrap();
+        let at = |sig: &[u8]| -> Vec<u64> {
+            (0..bytes.len() - 4)
+                .filter(|&i| &bytes[i..i + 4] == sig)
+                .map(|i| i as u64)
+                .collect()
+        };
+        let exp: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{dir}expected.json")).unwrap())
+                .unwrap();
+        let strs = |k: &str| -> Vec<Vec<u8>> {
+            exp["old_style.h5"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().as_bytes().to_vec())
+                .collect()
+        };
+        let want: BTreeSet<Vec<u8>> = strs("links").into_iter().collect();
+        let heaps: Vec<LocalHeap> = at(b"HEAP")
+            .into_iter()
+            .map(|a| LocalHeap::read(&s, a, Sizes::DEFAULT).unwrap())
+            .collect();
+        let mut got = BTreeSet::new();
+        let mut soft = vec![];
+        for a in at(b"SNOD") {
+            let node = SymbolTableNode::read(&s, a, Sizes::DEFAULT).unwrap();
+            for e in node.entries {
+                // The group's heap is the one that resolves its names.
+                for h in &heaps {
+                    let Ok(name) = h.string_at(e.name_offset) else { continue };
+                    if !want.contains(name) {
+                        continue;
+                    }
+                    got.insert(name.to_vec());
+                    if let Scratch::SoftLink { value_offset } = e.scratch {
+                        soft.push(h.string_at(value_offset as u64).unwrap().to_vec());
+                    }
+                }
+            }
+        }
+        assert_eq!(got, want);
+        assert_eq!(soft, [b"/g/n001".to_vec()]);
+        let mut objects = BTreeSet::new();
+        for a in at(b"GCOL") {
+            let g = GlobalHeapCollection::read(&s, a, Sizes::DEFAULT).unwrap();
+            objects.extend(g.objects.into_iter().map(|(_, o)| o));
+        }
+        for v in strs("vlen") {
+            assert!(objects.contains(&v), "{}", String::from_utf8_lossy(&v));
+        }
+    }
+}

@@ -187,3 +187,144 @@ fn nested_indirect_blocks() {
     assert!(h.get(&s, sz, &[0, 84, 0, 3, 0, 0, 0]).is_err());
     assert!(h.get(&s, sz, &[0, 0, 2, 3, 0, 0, 0]).is_err());
 }
+
+mod real_files {
+    use super::*;
+    use crate::format::btree_v2::records::{AttributeRecord, LinkNameRecord, LinkOrderRecord};
+    use crate::format::btree_v2::{find, for_each_record};
+    use std::collections::BTreeSet;
+
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/format/testdata/heaps/");
+
+    struct Fixture {
+        storage: Storage,
+        heap: FractalHeap,
+        trees: Vec<BtreeV2Header>,
+        want: BTreeSet<Vec<u8>>,
+    }
+
+    /// Open a fixture and find its (single) fractal heap and v2 B-trees by signature.
+    fn fixture(name: &str, key: &str) -> Fixture {
+        let path = format!("{DIR}{name}");
+        let bytes = std::fs::read(&path).unwrap();
+        let storage = Storage::open(std::path::Path::new(&path)).unwrap();
+        let at = |sig: &[u8]| -> Vec<u64> {
+            (0..bytes.len() - 4)
+                .filter(|&i| &bytes[i..i + 4] == sig)
+                .map(|i| i as u64)
+                .collect()
+        };
+        let heaps = at(b"FRHP");
+        assert_eq!(heaps.len(), 1);
+        let heap = FractalHeap::open(&storage, heaps[0], Sizes::DEFAULT).unwrap();
+        let trees = at(b"BTHD")
+            .into_iter()
+            .map(|a| BtreeV2Header::read(&storage, a, Sizes::DEFAULT).unwrap())
+            .collect();
+        let exp: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{DIR}expected.json")).unwrap())
+                .unwrap();
+        let want = exp[name][key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().as_bytes().to_vec())
+            .collect();
+        Fixture {
+            storage,
+            heap,
+            trees,
+            want,
+        }
+    }
+
+    /// The name in a link message (spec "IV.A.2.g"): flags select optional fields and the
+    /// width of the name length.
+    fn link_name(m: &[u8]) -> Vec<u8> {
+        let flags = m[1];
+        let mut p = 2 + (flags & 8 != 0) as usize + 8 * (flags & 4 != 0) as usize;
+        p += (flags & 16 != 0) as usize;
+        let w = 1usize << (flags & 3);
+        let n = m[p..p + w].iter().rev().fold(0, |a, &b| a << 8 | b as usize);
+        m[p + w..p + w + n].to_vec()
+    }
+
+    /// The name in a version-3 attribute message (spec "IV.A.2.m").
+    fn attr_name(m: &[u8]) -> Vec<u8> {
+        assert_eq!(m[0], 3);
+        let n = u16::from_le_bytes([m[2], m[3]]) as usize;
+        m[9..9 + n - 1].to_vec()
+    }
+
+    fn tree(f: &Fixture, ty: u8) -> &BtreeV2Header {
+        f.trees.iter().find(|t| t.record_type == ty).unwrap()
+    }
+
+    #[test]
+    fn dense_links_by_name_and_order() {
+        let f = fixture("dense_links.h5", "links");
+        let sz = Sizes::DEFAULT;
+        assert!(f.heap.huge_objects == 2 && f.heap.huge_btree_addr != UNDEFINED_ADDR);
+        let by_name = tree(&f, 5);
+        let mut got = BTreeSet::new();
+        let mut last = 0;
+        for_each_record(&f.storage, by_name, sz, &mut |r| {
+            let rec = LinkNameRecord::parse(r)?;
+            let name = link_name(&f.heap.get(&f.storage, sz, &rec.heap_id)?);
+            assert_eq!(lookup3(&name, 0), rec.hash);
+            assert!(rec.hash >= last);
+            last = rec.hash;
+            got.insert(name);
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(got, f.want);
+        // Name lookup: hash first, then the name itself.
+        for name in &f.want {
+            let hash = lookup3(name, 0);
+            let rec = find(&f.storage, by_name, sz, &mut |r| {
+                let rec = LinkNameRecord::parse(r)?;
+                Ok(hash.cmp(&rec.hash).then_with(|| {
+                    let m = f.heap.get(&f.storage, sz, &rec.heap_id).unwrap();
+                    name.as_slice().cmp(&link_name(&m))
+                }))
+            })
+            .unwrap()
+            .unwrap();
+            let m = f.heap.get(&f.storage, sz, &LinkNameRecord::parse(&rec).unwrap().heap_id);
+            assert_eq!(&link_name(&m.unwrap()), name);
+        }
+        // Creation order: h5py lists a track_order group in creation order.
+        let mut ordered = vec![];
+        for_each_record(&f.storage, tree(&f, 6), sz, &mut |r| {
+            let rec = LinkOrderRecord::parse(r)?;
+            ordered.push(link_name(&f.heap.get(&f.storage, sz, &rec.heap_id)?));
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(ordered.len(), f.want.len());
+        assert!(ordered[0].starts_with(b"link_000_") && ordered[61][0] == b'I');
+    }
+
+    #[test]
+    fn dense_attributes_with_a_huge_one() {
+        let f = fixture("dense_attrs.h5", "attrs");
+        let sz = Sizes::DEFAULT;
+        for ty in [8, 9] {
+            let mut got = BTreeSet::new();
+            for_each_record(&f.storage, tree(&f, ty), sz, &mut |r| {
+                let rec = AttributeRecord::parse(ty, r)?;
+                let m = f.heap.get(&f.storage, sz, &rec.heap_id)?;
+                let name = attr_name(&m);
+                if name == b"big" {
+                    // 6000 bytes of value 7 at the end of the message, through the huge tree.
+                    assert!(m.len() > 6000 && m[m.len() - 6000..].iter().all(|&b| b == 7));
+                }
+                got.insert(name);
+                Ok(true)
+            })
+            .unwrap();
+            assert_eq!(got, f.want);
+        }
+    }
+}

@@ -121,3 +121,91 @@ impl ChunkIndex for BtreeV2Index {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::btree_v2::for_each_record;
+    use crate::io::{Sizes, Storage};
+    use std::collections::HashSet;
+
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/format/testdata/heaps/");
+
+    fn nums(v: &serde_json::Value) -> Vec<u64> {
+        v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()
+    }
+
+    /// Every chunk h5py lists (`get_chunk_info`) is found with the same address, size and
+    /// filter mask; coordinates h5py does not list are absent.
+    fn check_file(name: &str, layout_version: u8) {
+        let exp: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{DIR}expected.json")).unwrap())
+                .unwrap();
+        let path = format!("{DIR}{name}");
+        let bytes = std::fs::read(&path).unwrap();
+        let storage = Storage::open(std::path::Path::new(&path)).unwrap();
+        let sizes = Sizes::DEFAULT;
+        let headers: Vec<BtreeV2Header> = (0..bytes.len().saturating_sub(4))
+            .filter(|&i| &bytes[i..i + 4] == b"BTHD")
+            .filter_map(|i| BtreeV2Header::read(&storage, i as u64, sizes).ok())
+            .collect();
+        let datasets = exp[name]["datasets"].as_object().unwrap();
+        assert_eq!(datasets.len(), 4);
+        for (ds, d) in datasets {
+            let dims = nums(&d["dims"]);
+            let records = d["records"].as_array().unwrap();
+            let addrs: HashSet<u64> = records.iter().map(|r| r[1].as_u64().unwrap()).collect();
+            // The tree whose first record points at one of this dataset's chunks.
+            let header = headers
+                .iter()
+                .find(|h| {
+                    let mut first = None;
+                    for_each_record(&storage, h, sizes, &mut |r| {
+                        first = ChunkBtRecord::parse(h.record_type, r, sizes, dims.len()).ok();
+                        Ok(false)
+                    })
+                    .unwrap();
+                    first.is_some_and(|f| addrs.contains(&f.addr))
+                })
+                .unwrap();
+            let params = IndexParams {
+                storage: storage.clone(),
+                sizes,
+                dims: dims.clone(),
+                max_dims: vec![u64::MAX; dims.len()],
+                chunk_dims: nums(&d["chunks"]),
+                element_size: d["esize"].as_u64().unwrap() as u32,
+                filtered: d["filtered"].as_bool().unwrap(),
+                layout_version,
+                layout_flags: 0,
+            };
+            let index = BtreeV2Index::open(&params, header.addr).unwrap();
+            let mut present = HashSet::new();
+            for r in records {
+                let coords = nums(&r[0]);
+                let got = index.lookup(&coords).unwrap().unwrap();
+                let want = (r[1].as_u64().unwrap(), r[2].as_u64().unwrap(), r[3].as_u64().unwrap());
+                assert_eq!((got.addr, got.size, got.filter_mask as u64), want, "{name} {ds} {coords:?}");
+                present.insert(coords);
+            }
+            let grid: Vec<u64> = dims.iter().zip(nums(&d["chunks"])).map(|(d, c)| d.div_ceil(c) + 1).collect();
+            for i in 0..grid[0] {
+                for j in 0..grid[1] {
+                    let got = index.lookup(&[i, j]).unwrap();
+                    assert_eq!(got.is_some(), present.contains(&vec![i, j]), "{name} {ds} [{i}, {j}]");
+                }
+            }
+            assert!(index.lookup(&[0]).is_err());
+        }
+    }
+
+    #[test]
+    fn layout_v4_file() {
+        check_file("chunks_v114.h5", 4);
+    }
+
+    #[test]
+    fn layout_v5_file() {
+        check_file("chunks_latest.h5", 5);
+    }
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Generate the small HDF5 fixtures for the heap, symbol-table and v2 B-tree tests, and
+expected.json with what h5py (libhdf5) reports about them.
+
+Run from this directory: python3 gen.py  (h5py 3.16 with HDF5 2.0 wrote the committed files).
+"""
+import json
+
+import h5py
+import numpy as np
+
+expected = {}
+
+# Dense links (fractal heap + v2 B-tree type 5, and type 6 with track_order), two names long
+# enough (> 4 KiB) to become huge heap objects found through a type-1 v2 B-tree.
+with h5py.File('dense_links.h5', 'w', libver='latest') as f:
+    g = f.create_group('g', track_order=True)
+    for i in range(60):
+        g.create_group(f'link_{i:03d}_' + 'x' * (i % 23))
+    g.create_group('H' + 'y' * 5000)
+    g.create_group('I' + 'z' * 4500)
+    expected['dense_links.h5'] = {'links': list(g.keys())}
+
+# Dense attributes (v2 B-tree type 8 and 9), one larger than the maximum managed object size.
+with h5py.File('dense_attrs.h5', 'w', libver='latest') as f:
+    d = f.create_dataset('d', data=np.arange(4), track_order=True)
+    for i in range(20):
+        d.attrs[f'attr{i:03d}'] = np.arange(i + 1, dtype='i8')
+    d.attrs['big'] = np.full(6000, 7, dtype='u1')
+    expected['dense_attrs.h5'] = {'attrs': list(d.attrs.keys())}
+
+# An old-style group (symbol table, local heap) with a soft link, and vlen strings (global heap).
+with h5py.File('old_style.h5', 'w', libver='earliest') as f:
+    g = f.create_group('g')
+    for i in range(20):
+        g.create_group(f'n{i:03d}')
+    g['soft'] = h5py.SoftLink('/g/n001')
+    s = [('str%d' % i) * (i % 5 + 1) for i in range(50)]
+    f.create_dataset('s', data=s, dtype=h5py.string_dtype())
+    expected['old_style.h5'] = {'links': list(g.keys()), 'vlen': s}
+
+# v2 B-tree chunk indexes: two unlimited dimensions, layout v4 (v114) and v5 (latest).
+rng = np.random.default_rng(1)
+for name, lv in (('chunks_v114.h5', ('v114', 'v114')), ('chunks_latest.h5', 'latest')):
+    with h5py.File(name, 'w', libver=lv) as f:
+        a = np.arange(24 * 24, dtype='u1').reshape(24, 24)
+        f.create_dataset('plain', data=a, chunks=(2, 2), maxshape=(None, None))
+        f.create_dataset('gz', data=a, chunks=(2, 2), maxshape=(None, None), compression='gzip')
+        f.create_dataset('lzf', data=rng.integers(0, 256, size=(12, 12)).astype('u1'),
+                         chunks=(3, 4), maxshape=(None, None), compression='lzf')
+        d = f.create_dataset('sparse', shape=(100, 100), chunks=(10, 10),
+                             maxshape=(None, None), dtype='u1')
+        d[0:20, 0:20] = 1
+        d[50:60, 90:100] = 2
+        info = {}
+        for k, ds in f.items():
+            recs = []
+            for i in range(ds.id.get_num_chunks()):
+                ci = ds.id.get_chunk_info(i)
+                recs.append([[o // c for o, c in zip(ci.chunk_offset, ds.chunks)],
+                             ci.byte_offset, ci.size, ci.filter_mask])
+            info[k] = {'dims': list(ds.shape), 'chunks': list(ds.chunks),
+                       'esize': ds.dtype.itemsize, 'filtered': ds.compression is not None,
+                       'records': recs}
+        expected[name] = {'datasets': info}
+
+with open('expected.json', 'w') as out:
+    json.dump(expected, out, separators=(",", ":"))
