@@ -154,7 +154,12 @@ impl BtreeV2Header {
 
     /// Width of one child pointer in an internal node at `depth` (≥ 1).
     fn pointer_width(&self, sizes: Sizes, depth: usize) -> usize {
-        pointer_width(sizes, bytes_for(self.geometry[0].max_records), &self.geometry, depth)
+        pointer_width(
+            sizes,
+            bytes_for(self.geometry[0].max_records),
+            &self.geometry,
+            depth,
+        )
     }
 }
 
@@ -169,7 +174,12 @@ fn pointer_width(sizes: Sizes, count_width: usize, geo: &[NodeGeometry], depth: 
 
 /// Node capacities for depths `0..=depth`, as the writer computes them; `None` when a node
 /// cannot hold a single record.
-fn geometry(node_size: u32, record_size: u16, depth: u16, sizes: Sizes) -> Option<Vec<NodeGeometry>> {
+fn geometry(
+    node_size: u32,
+    record_size: u16,
+    depth: u16,
+    sizes: Sizes,
+) -> Option<Vec<NodeGeometry>> {
     let node = node_size as u64;
     let rec = record_size as u64;
     let leaf_max = node.checked_sub((NODE_PREFIX + CHECKSUM) as u64)? / rec;
@@ -239,7 +249,8 @@ impl Node {
     /// The raw bytes of record `i` (`None` past the end).
     pub fn record(&self, i: usize) -> Option<&[u8]> {
         let rs = self.record_size;
-        self.records.get(i.checked_mul(rs)?..i.checked_add(1)?.checked_mul(rs)?)
+        self.records
+            .get(i.checked_mul(rs)?..i.checked_add(1)?.checked_mul(rs)?)
     }
 
     /// Binary search with `cmp(record)` = how the sought key compares to that record. Returns
@@ -298,7 +309,11 @@ pub fn read_node(
     // Bounded by node_size through max_records, so no overflow.
     let used = NODE_PREFIX + n * rs + nptr * ptr;
     if used + CHECKSUM > header.node_size as usize {
-        return Err(Error::corrupt(what, addr, "node contents exceed the node size"));
+        return Err(Error::corrupt(
+            what,
+            addr,
+            "node contents exceed the node size",
+        ));
     }
     let buf = storage.read_vec(addr, (used + CHECKSUM) as u64, what)?;
     if !crate::io::checksum::verify_lookup3(&buf) {
@@ -408,7 +423,11 @@ fn walk(
         }
         if let Some(rec) = node.record(i) {
             budget.records = budget.records.checked_sub(1).ok_or_else(|| {
-                Error::limit("v2 B-tree", header.addr, "more records than the header counts")
+                Error::limit(
+                    "v2 B-tree",
+                    header.addr,
+                    "more records than the header counts",
+                )
             })?;
             if !f(rec)? {
                 return Ok(false);
@@ -438,7 +457,14 @@ pub fn find(
                 let Some(child) = node.children.get(i).copied() else {
                     return Ok(None);
                 };
-                node = read_node(storage, header, sizes, child.addr, node.depth - 1, child.records)?;
+                node = read_node(
+                    storage,
+                    header,
+                    sizes,
+                    child.addr,
+                    node.depth - 1,
+                    child.records,
+                )?;
             }
         }
     }

@@ -27,8 +27,10 @@ const ID_MANAGED: u8 = 0;
 const ID_HUGE: u8 = 1;
 const ID_TINY: u8 = 2;
 
-/// A tiny object's length fits the low 4 bits of byte 0 while the ID has at most 17 bytes
-/// (16 data bytes + 1); longer IDs spend a second byte on the length (12 bits in all).
+/// Longest heap ID whose tiny objects keep their length (minus one) in the low 4 bits of
+/// byte 0: such an ID carries at most 16 data bytes, which 4 bits can count (an 18-byte ID
+/// still holds only 16, as the writer does not spend a byte it would not need). Longer IDs
+/// add a second length byte (12 bits in all).
 const TINY_SHORT_MAX_ID: u16 = 18;
 
 /// An open fractal heap (header decoded; blocks read on demand).
@@ -108,7 +110,11 @@ impl FractalHeap {
         let root_addr = c.offset(sizes)?;
         let root_rows = c.u16()?;
         debug_assert_eq!(c.remaining(), 0);
-        let extra = if filter_len > 0 { l + 4 + filter_len as u64 } else { 0 };
+        let extra = if filter_len > 0 {
+            l + 4 + filter_len as u64
+        } else {
+            0
+        };
         let full = storage.read_vec(addr, fixed + extra + 4, WHAT)?;
         if !verify_lookup3(&full) {
             return Err(Error::Checksum { what: WHAT, addr });
@@ -131,7 +137,9 @@ impl FractalHeap {
             return Err(bad("first row of the doubling table overflows".into()));
         }
         if max_direct_size < start_block_size {
-            return Err(bad("maximum direct block smaller than the starting block".into()));
+            return Err(bad(
+                "maximum direct block smaller than the starting block".into()
+            ));
         }
         if max_heap_bits == 0 || max_heap_bits > 64 {
             return Err(bad(format!("maximum heap size of {max_heap_bits} bits")));
@@ -202,7 +210,11 @@ impl FractalHeap {
             ((hi << 8 | lo as usize) + 1, id.get(2..).unwrap_or_default())
         };
         data.get(..len).map(<[u8]>::to_vec).ok_or_else(|| {
-            Error::corrupt(WHAT, self.addr, format!("tiny object of {len} bytes overruns its ID"))
+            Error::corrupt(
+                WHAT,
+                self.addr,
+                format!("tiny object of {len} bytes overruns its ID"),
+            )
         })
     }
 
@@ -223,7 +235,11 @@ impl FractalHeap {
             // The ID holds a key into the huge-object v2 B-tree (record type 1).
             let key = Cursor::new(body, self.addr, WHAT).uint(body.len().min(8))?;
             if self.huge_btree_addr == UNDEFINED_ADDR {
-                return Err(Error::corrupt(WHAT, self.addr, "huge object but no huge-object B-tree"));
+                return Err(Error::corrupt(
+                    WHAT,
+                    self.addr,
+                    "huge object but no huge-object B-tree",
+                ));
             }
             let hdr = BtreeV2Header::read(storage, self.huge_btree_addr, sizes)?;
             if hdr.record_type != 1 {
@@ -237,7 +253,13 @@ impl FractalHeap {
                 let rec = HugeObjectRecord::parse(1, r, sizes)?;
                 Ok(key.cmp(&rec.id.unwrap_or(0)))
             })?
-            .ok_or_else(|| Error::corrupt(WHAT, self.addr, format!("huge object {key} not in its B-tree")))?;
+            .ok_or_else(|| {
+                Error::corrupt(
+                    WHAT,
+                    self.addr,
+                    format!("huge object {key} not in its B-tree"),
+                )
+            })?;
             let rec = HugeObjectRecord::parse(1, &rec, sizes)?;
             (rec.addr, rec.len)
         };
@@ -249,7 +271,9 @@ impl FractalHeap {
         if row == 0 {
             Some(self.start_block_size)
         } else {
-            self.start_block_size.checked_shl(row - 1).filter(|s| s.trailing_zeros() == self.start_block_size.trailing_zeros() + row - 1)
+            self.start_block_size
+                .checked_shl(row - 1)
+                .filter(|s| s.trailing_zeros() == self.start_block_size.trailing_zeros() + row - 1)
         }
     }
 
@@ -258,7 +282,8 @@ impl FractalHeap {
         if row == 0 {
             Some(0)
         } else {
-            self.row_block_size(row)?.checked_mul(self.table_width as u64)
+            self.row_block_size(row)?
+                .checked_mul(self.table_width as u64)
         }
     }
 
@@ -274,7 +299,11 @@ impl FractalHeap {
         let offset = c.uint(self.offset_width)?;
         let len = c.uint(self.length_width)?;
         if len > self.max_managed_size as u64 {
-            return Err(Error::corrupt(WHAT, self.addr, format!("managed object of {len} bytes")));
+            return Err(Error::corrupt(
+                WHAT,
+                self.addr,
+                format!("managed object of {len} bytes"),
+            ));
         }
         let (block_addr, block_off, block_size) = self.find_direct_block(storage, offset)?;
         if self.filter_len > 0 {
@@ -283,7 +312,9 @@ impl FractalHeap {
         let hlen = 5 + self.sizes.offset as u64 + self.offset_width as u64;
         let sum_len = if self.flags & 2 != 0 { 4 } else { 0 };
         let rel = offset - block_off;
-        let end = rel.checked_add(len).filter(|&e| e <= block_size && rel >= hlen + sum_len);
+        let end = rel
+            .checked_add(len)
+            .filter(|&e| e <= block_size && rel >= hlen + sum_len);
         let Some(end) = end else {
             return Err(Error::corrupt(
                 DBLOCK,
@@ -296,10 +327,14 @@ impl FractalHeap {
             let mut block = storage.read_vec(block_addr, block_size, DBLOCK)?;
             self.check_dblock_header(&block, block_addr, block_off)?;
             let at = hlen as usize;
-            let stored = u32::from_le_bytes([block[at], block[at + 1], block[at + 2], block[at + 3]]);
+            let stored =
+                u32::from_le_bytes([block[at], block[at + 1], block[at + 2], block[at + 3]]);
             block[at..at + 4].fill(0);
             if lookup3(&block, 0) != stored {
-                return Err(Error::Checksum { what: DBLOCK, addr: block_addr });
+                return Err(Error::Checksum {
+                    what: DBLOCK,
+                    addr: block_addr,
+                });
             }
             Ok(block[rel as usize..end as usize].to_vec())
         } else {
@@ -332,7 +367,11 @@ impl FractalHeap {
         }
         if self.root_rows == 0 {
             if offset >= self.start_block_size {
-                return Err(Error::corrupt(WHAT, self.addr, format!("heap offset {offset} past the root block")));
+                return Err(Error::corrupt(
+                    WHAT,
+                    self.addr,
+                    format!("heap offset {offset} past the root block"),
+                ));
             }
             return Ok((self.root_addr, 0, self.start_block_size));
         }
@@ -348,16 +387,28 @@ impl FractalHeap {
                 64 - (rel / span).leading_zeros()
             };
             if row >= rows {
-                return Err(Error::corrupt(IBLOCK, iaddr, format!("heap offset {offset} beyond its {rows} rows")));
+                return Err(Error::corrupt(
+                    IBLOCK,
+                    iaddr,
+                    format!("heap offset {offset} beyond its {rows} rows"),
+                ));
             }
-            let bsize = self.row_block_size(row).ok_or_else(|| Error::corrupt(IBLOCK, iaddr, "row size overflows"))?;
-            let roff = self.row_offset(row).unwrap_or(u64::MAX);
+            let bsize = self
+                .row_block_size(row)
+                .ok_or_else(|| Error::corrupt(IBLOCK, iaddr, "row size overflows"))?;
+            let roff = self
+                .row_offset(row)
+                .ok_or_else(|| Error::corrupt(IBLOCK, iaddr, "row offset overflows"))?;
             let col = (rel - roff) / bsize;
             let child_off = ioff + roff + col * bsize;
             let entry = row as u64 * self.table_width as u64 + col;
             let child = self.iblock_entry(storage, iaddr, ioff, rows, entry)?;
             if child == UNDEFINED_ADDR {
-                return Err(Error::corrupt(IBLOCK, iaddr, format!("heap offset {offset} in an unallocated block")));
+                return Err(Error::corrupt(
+                    IBLOCK,
+                    iaddr,
+                    format!("heap offset {offset} in an unallocated block"),
+                ));
             }
             if row < self.max_direct_rows {
                 return Ok((child, child_off, bsize));
@@ -366,17 +417,32 @@ impl FractalHeap {
             ioff = child_off;
             rows = self.rows_for(bsize);
         }
-        Err(Error::limit(IBLOCK, iaddr, "indirect blocks nested too deeply"))
+        Err(Error::limit(
+            IBLOCK,
+            iaddr,
+            "indirect blocks nested too deeply",
+        ))
     }
 
     /// Read indirect block `addr` (heap-space offset `ioff`, `rows` rows) and return the child
     /// address in slot `entry`.
-    fn iblock_entry(&self, storage: &Storage, addr: u64, ioff: u64, rows: u32, entry: u64) -> Result<u64> {
+    fn iblock_entry(
+        &self,
+        storage: &Storage,
+        addr: u64,
+        ioff: u64,
+        rows: u32,
+        entry: u64,
+    ) -> Result<u64> {
         let o = self.sizes.offset as u64;
         let w = self.table_width as u64;
         let direct = rows.min(self.max_direct_rows) as u64 * w;
         let indirect = rows.saturating_sub(self.max_direct_rows) as u64 * w;
-        let dsize = if self.filter_len > 0 { o + self.sizes.length as u64 + 4 } else { o };
+        let dsize = if self.filter_len > 0 {
+            o + self.sizes.length as u64 + 4
+        } else {
+            o
+        };
         let hlen = 5 + o + self.offset_width as u64;
         let len = hlen + direct * dsize + indirect * o + 4;
         let buf = storage.read_vec(addr, len, IBLOCK)?;
@@ -397,7 +463,11 @@ impl FractalHeap {
         if off != ioff {
             return Err(c.corrupt(format!("block offset {off}, expected {ioff}")));
         }
-        let pos = if entry < direct { hlen + entry * dsize } else { hlen + direct * dsize + (entry - direct) * o };
+        let pos = if entry < direct {
+            hlen + entry * dsize
+        } else {
+            hlen + direct * dsize + (entry - direct) * o
+        };
         c.seek(pos as usize)?;
         c.offset(self.sizes)
     }

@@ -51,7 +51,11 @@ impl GlobalHeapCollection {
         c.skip(3)?;
         let size = c.length(sizes)?;
         if size < hlen {
-            return Err(Error::corrupt(WHAT, addr, format!("collection size {size}")));
+            return Err(Error::corrupt(
+                WHAT,
+                addr,
+                format!("collection size {size}"),
+            ));
         }
         // read_vec refuses a size larger than the rest of the file before allocating.
         let buf = storage.read_vec(addr, size, WHAT)?;

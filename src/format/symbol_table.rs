@@ -199,7 +199,9 @@ mod real_file {
             for e in node.entries {
                 // The group's heap is the one that resolves its names.
                 for h in &heaps {
-                    let Ok(name) = h.string_at(e.name_offset) else { continue };
+                    let Ok(name) = h.string_at(e.name_offset) else {
+                        continue;
+                    };
                     if !want.contains(name) {
                         continue;
                     }

@@ -13,7 +13,15 @@ pub(crate) fn seal(mut b: Vec<u8>) -> Vec<u8> {
 }
 
 /// A v2 B-tree header image.
-pub(crate) fn header(ty: u8, node: u32, rs: u16, depth: u16, root: u64, nroot: u16, total: u64) -> Vec<u8> {
+pub(crate) fn header(
+    ty: u8,
+    node: u32,
+    rs: u16,
+    depth: u16,
+    root: u64,
+    nroot: u16,
+    total: u64,
+) -> Vec<u8> {
     let mut b = b"BTHD\0".to_vec();
     b.push(ty);
     b.extend_from_slice(&node.to_le_bytes());
@@ -68,7 +76,12 @@ fn link_rec(hash: u32, id: u8) -> Vec<u8> {
 fn two_level_tree() -> Vec<u8> {
     let mut img = header(5, 64, 11, 1, 0x100, 1, 5);
     img.resize(0x100, 0);
-    img.extend(internal(5, 64, &[link_rec(30, 3)], &[(0x200, 2), (0x300, 2)]));
+    img.extend(internal(
+        5,
+        64,
+        &[link_rec(30, 3)],
+        &[(0x200, 2), (0x300, 2)],
+    ));
     img.resize(0x200, 0);
     img.extend(leaf(5, 64, &[link_rec(10, 1), link_rec(20, 2)]));
     img.resize(0x300, 0);
@@ -99,7 +112,10 @@ fn geometry_matches_real_files() {
 fn walk_in_key_order_and_find() {
     let (_f, s) = storage_with(&two_level_tree());
     let h = BtreeV2Header::read(&s, 0, Sizes::DEFAULT).unwrap();
-    assert_eq!(h.geometry.iter().map(|g| g.max_records).collect::<Vec<_>>(), [4, 2]);
+    assert_eq!(
+        h.geometry.iter().map(|g| g.max_records).collect::<Vec<_>>(),
+        [4, 2]
+    );
     let mut hashes = vec![];
     for_each_record(&s, &h, Sizes::DEFAULT, &mut |r| {
         hashes.push(LinkNameRecord::parse(r)?.hash);
@@ -116,13 +132,17 @@ fn walk_in_key_order_and_find() {
     .unwrap();
     assert_eq!(n, 2);
     for (key, id) in [(10u32, 1u8), (30, 3), (50, 5)] {
-        let r = find(&s, &h, Sizes::DEFAULT, &mut |r| Ok(key.cmp(&LinkNameRecord::parse(r)?.hash)))
-            .unwrap()
-            .unwrap();
+        let r = find(&s, &h, Sizes::DEFAULT, &mut |r| {
+            Ok(key.cmp(&LinkNameRecord::parse(r)?.hash))
+        })
+        .unwrap()
+        .unwrap();
         assert_eq!(LinkNameRecord::parse(&r).unwrap().heap_id[1], id);
     }
     for key in [5u32, 25, 35, 60] {
-        let r = find(&s, &h, Sizes::DEFAULT, &mut |r| Ok(key.cmp(&LinkNameRecord::parse(r)?.hash)));
+        let r = find(&s, &h, Sizes::DEFAULT, &mut |r| {
+            Ok(key.cmp(&LinkNameRecord::parse(r)?.hash))
+        });
         assert!(r.unwrap().is_none());
     }
 }
@@ -140,7 +160,10 @@ fn corrupt_trees_are_refused() {
     let mut img = two_level_tree();
     img[6] ^= 1;
     let (_f, s) = storage_with(&img);
-    assert!(matches!(BtreeV2Header::read(&s, 0, Sizes::DEFAULT), Err(Error::Checksum { .. })));
+    assert!(matches!(
+        BtreeV2Header::read(&s, 0, Sizes::DEFAULT),
+        Err(Error::Checksum { .. })
+    ));
     // A leaf claiming more records than fit, and a header announcing fewer records than the
     // tree holds.
     let mut img = header(5, 64, 11, 1, 0x100, 1, 3);
@@ -169,7 +192,10 @@ fn corrupt_trees_are_refused() {
     // Depth beyond the limit.
     let img = header(5, 512, 11, 200, 0x100, 1, 3);
     let (_f, s) = storage_with(&img);
-    assert!(matches!(BtreeV2Header::read(&s, 0, Sizes::DEFAULT), Err(Error::Limit { .. })));
+    assert!(matches!(
+        BtreeV2Header::read(&s, 0, Sizes::DEFAULT),
+        Err(Error::Limit { .. })
+    ));
 }
 
 #[test]
@@ -180,7 +206,10 @@ fn record_decoders() {
     r.extend_from_slice(&77u64.to_le_bytes());
     r.extend_from_slice(&3u64.to_le_bytes());
     let h = HugeObjectRecord::parse(1, &r, s).unwrap();
-    assert_eq!((h.addr, h.len, h.id, h.memory_size), (0x1000, 77, Some(3), None));
+    assert_eq!(
+        (h.addr, h.len, h.id, h.memory_size),
+        (0x1000, 77, Some(3), None)
+    );
     assert_eq!(HugeObjectRecord::parse(3, &r, s).unwrap().id, None);
     assert!(HugeObjectRecord::parse(2, &r, s).is_err()); // too short for type 2
 
@@ -221,7 +250,10 @@ fn record_decoders() {
     r.extend_from_slice(&4u64.to_le_bytes());
     r.extend_from_slice(&7u64.to_le_bytes());
     let c = ChunkBtRecord::parse(11, &r, s, 2).unwrap();
-    assert_eq!((c.addr, c.size, c.filter_mask, c.scaled.as_slice()), (0x4000, Some(0x210), 1, &[4u64, 7][..]));
+    assert_eq!(
+        (c.addr, c.size, c.filter_mask, c.scaled.as_slice()),
+        (0x4000, Some(0x210), 1, &[4u64, 7][..])
+    );
     use std::cmp::Ordering::*;
     assert_eq!(ChunkBtRecord::compare(11, &r, s, &[4, 7]).unwrap(), Equal);
     assert_eq!(ChunkBtRecord::compare(11, &r, s, &[4, 8]).unwrap(), Greater);

@@ -63,7 +63,9 @@ fn indirect(off: u16, entries: &[u64]) -> Vec<u8> {
     let mut b = b"FHIB\0".to_vec();
     b.extend_from_slice(&0u64.to_le_bytes());
     b.extend_from_slice(&off.to_le_bytes());
-    entries.iter().for_each(|e| b.extend_from_slice(&e.to_le_bytes()));
+    entries
+        .iter()
+        .for_each(|e| b.extend_from_slice(&e.to_le_bytes()));
     seal(b)
 }
 
@@ -147,7 +149,10 @@ fn direct_block_checksum() {
     let (mut img, _) = root_direct_heap(17);
     img[20] ^= 1;
     let (_f, s) = storage_with(&img);
-    assert!(matches!(FractalHeap::open(&s, 0, Sizes::DEFAULT), Err(Error::Checksum { .. })));
+    assert!(matches!(
+        FractalHeap::open(&s, 0, Sizes::DEFAULT),
+        Err(Error::Checksum { .. })
+    ));
 }
 
 #[test]
@@ -245,7 +250,10 @@ mod real_files {
         let mut p = 2 + (flags & 8 != 0) as usize + 8 * (flags & 4 != 0) as usize;
         p += (flags & 16 != 0) as usize;
         let w = 1usize << (flags & 3);
-        let n = m[p..p + w].iter().rev().fold(0, |a, &b| a << 8 | b as usize);
+        let n = m[p..p + w]
+            .iter()
+            .rev()
+            .fold(0, |a, &b| a << 8 | b as usize);
         m[p + w..p + w + n].to_vec()
     }
 
@@ -291,7 +299,11 @@ mod real_files {
             })
             .unwrap()
             .unwrap();
-            let m = f.heap.get(&f.storage, sz, &LinkNameRecord::parse(&rec).unwrap().heap_id);
+            let m = f.heap.get(
+                &f.storage,
+                sz,
+                &LinkNameRecord::parse(&rec).unwrap().heap_id,
+            );
             assert_eq!(&link_name(&m.unwrap()), name);
         }
         // Creation order: h5py lists a track_order group in creation order.
