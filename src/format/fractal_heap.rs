@@ -63,6 +63,10 @@ pub struct FractalHeap {
     pub root_rows: u16,
     /// Size on disk of a filtered root direct block.
     pub filtered_root_size: Option<u64>,
+    /// Filters skipped for a filtered root direct block.
+    pub root_filter_mask: u32,
+    /// The encoded I/O filter pipeline (a filter pipeline message body; empty without filters).
+    pub filter_info: Vec<u8>,
     /// Bytes of a heap-space offset (in IDs and block headers): ceil(max_heap_bits / 8).
     pub offset_width: usize,
     /// Bytes of a managed object's length in an ID.
@@ -119,12 +123,14 @@ impl FractalHeap {
         if !verify_lookup3(&full) {
             return Err(Error::Checksum { what: WHAT, addr });
         }
-        let filtered_root_size = if filter_len > 0 {
+        let (filtered_root_size, root_filter_mask, filter_info) = if filter_len > 0 {
             let mut c = Cursor::new(&full, addr, WHAT);
             c.seek(fixed as usize)?;
-            Some(c.length(sizes)?)
+            let size = c.length(sizes)?;
+            let mask = c.u32()?;
+            (Some(size), mask, c.bytes(filter_len as usize)?.to_vec())
         } else {
-            None
+            (None, 0, Vec::new())
         };
         let bad = |d: String| Error::corrupt(WHAT, addr, d);
         if table_width == 0 || !table_width.is_power_of_two() {
@@ -171,6 +177,8 @@ impl FractalHeap {
             root_addr,
             root_rows,
             filtered_root_size,
+            root_filter_mask,
+            filter_info,
             offset_width,
             length_width,
             max_direct_rows,
