@@ -339,4 +339,27 @@ mod real_files {
             assert_eq!(got, f.want);
         }
     }
+
+    #[test]
+    fn filtered_heap_header_parses_and_refuses_cleanly() {
+        let path = format!("{DIR}filtered_heap.h5");
+        let bytes = std::fs::read(&path).unwrap();
+        let storage = Storage::open(std::path::Path::new(&path)).unwrap();
+        let find_sig = |sig: &[u8]| bytes.windows(4).position(|w| w == sig).unwrap() as u64;
+        let sz = Sizes::DEFAULT;
+        let heap = FractalHeap::open(&storage, find_sig(b"FRHP"), sz).unwrap();
+        // Filter pipeline message v2: one filter, deflate (1), one client value, level 6.
+        assert_eq!(heap.filter_info, [2, 1, 1, 0, 1, 0, 1, 0, 6, 0, 0, 0]);
+        let tree = BtreeV2Header::read(&storage, find_sig(b"BTHD"), sz).unwrap();
+        let mut n = 0;
+        for_each_record(&storage, &tree, sz, &mut |r| {
+            let rec = LinkNameRecord::parse(r)?;
+            let e = heap.get(&storage, sz, &rec.heap_id).unwrap_err();
+            assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+            n += 1;
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(n, 50);
+    }
 }

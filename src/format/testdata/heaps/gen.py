@@ -4,7 +4,10 @@ expected.json with what h5py (libhdf5) reports about them.
 
 Run from this directory: python3 gen.py  (h5py 3.16 with HDF5 2.0 wrote the committed files).
 """
+import ctypes
+import glob
 import json
+import os
 
 import h5py
 import numpy as np
@@ -63,6 +66,17 @@ for name, lv in (('chunks_v114.h5', ('v114', 'v114')), ('chunks_latest.h5', 'lat
                        'esize': ds.dtype.itemsize, 'filtered': ds.compression is not None,
                        'records': recs}
         expected[name] = {'datasets': info}
+
+# A link heap with an I/O filter (deflate on the group creation property list), only reachable
+# through the C API: h5py's bundled libhdf5 via ctypes.
+libdir = os.path.join(os.path.dirname(h5py.__file__), '..', 'h5py.libs')
+libhdf5 = ctypes.CDLL(glob.glob(os.path.join(libdir, 'libhdf5-*'))[0])
+with h5py.File('filtered_heap.h5', 'w', libver='latest') as f:
+    gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+    assert libhdf5.H5Pset_deflate(ctypes.c_int64(gcpl.id), ctypes.c_uint(6)) >= 0
+    h5py.h5g.create(f.id, b'g', gcpl=gcpl)
+    for i in range(50):
+        f['g'].create_group(f'n{i:03d}' + 'q' * 30)
 
 with open('expected.json', 'w') as out:
     json.dump(expected, out, separators=(",", ":"))
