@@ -45,11 +45,24 @@ impl BtreeV2Index {
         match header.record_type {
             10 if rs == o + 8 * rank => {}
             11 => {
-                ChunkBtRecord::size_width(rs, rank, params.sizes)
-                    .map_err(|_| Error::corrupt(WHAT, addr, format!("record size {rs} for rank {rank}")))?;
+                ChunkBtRecord::size_width(rs, rank, params.sizes).map_err(|_| {
+                    Error::corrupt(WHAT, addr, format!("record size {rs} for rank {rank}"))
+                })?;
             }
-            10 => return Err(Error::corrupt(WHAT, addr, format!("record size {rs} for rank {rank}"))),
-            t => return Err(Error::corrupt(WHAT, addr, format!("record type {t}, expected 10 or 11"))),
+            10 => {
+                return Err(Error::corrupt(
+                    WHAT,
+                    addr,
+                    format!("record size {rs} for rank {rank}"),
+                ))
+            }
+            t => {
+                return Err(Error::corrupt(
+                    WHAT,
+                    addr,
+                    format!("record type {t}, expected 10 or 11"),
+                ))
+            }
         }
         let chunk_bytes = params
             .chunk_bytes()
@@ -59,7 +72,9 @@ impl BtreeV2Index {
             header,
             rank,
             chunk_bytes,
-            nodes: Mutex::new(LruCache::new(NonZeroUsize::new(NODE_CACHE).unwrap_or(NonZeroUsize::MIN))),
+            nodes: Mutex::new(LruCache::new(
+                NonZeroUsize::new(NODE_CACHE).unwrap_or(NonZeroUsize::MIN),
+            )),
         })
     }
 
@@ -70,7 +85,14 @@ impl BtreeV2Index {
             return Ok(n);
         }
         let p = &self.params;
-        let node = Arc::new(read_node(&p.storage, &self.header, p.sizes, addr, depth, records)?);
+        let node = Arc::new(read_node(
+            &p.storage,
+            &self.header,
+            p.sizes,
+            addr,
+            depth,
+            records,
+        )?);
         self.lock().put(addr, node.clone());
         Ok(node)
     }
@@ -132,7 +154,11 @@ mod tests {
     const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/format/testdata/heaps/");
 
     fn nums(v: &serde_json::Value) -> Vec<u64> {
-        v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect()
     }
 
     /// Every chunk h5py lists (`get_chunk_info`) is found with the same address, size and
@@ -184,15 +210,31 @@ mod tests {
             for r in records {
                 let coords = nums(&r[0]);
                 let got = index.lookup(&coords).unwrap().unwrap();
-                let want = (r[1].as_u64().unwrap(), r[2].as_u64().unwrap(), r[3].as_u64().unwrap());
-                assert_eq!((got.addr, got.size, got.filter_mask as u64), want, "{name} {ds} {coords:?}");
+                let want = (
+                    r[1].as_u64().unwrap(),
+                    r[2].as_u64().unwrap(),
+                    r[3].as_u64().unwrap(),
+                );
+                assert_eq!(
+                    (got.addr, got.size, got.filter_mask as u64),
+                    want,
+                    "{name} {ds} {coords:?}"
+                );
                 present.insert(coords);
             }
-            let grid: Vec<u64> = dims.iter().zip(nums(&d["chunks"])).map(|(d, c)| d.div_ceil(c) + 1).collect();
+            let grid: Vec<u64> = dims
+                .iter()
+                .zip(nums(&d["chunks"]))
+                .map(|(d, c)| d.div_ceil(c) + 1)
+                .collect();
             for i in 0..grid[0] {
                 for j in 0..grid[1] {
                     let got = index.lookup(&[i, j]).unwrap();
-                    assert_eq!(got.is_some(), present.contains(&vec![i, j]), "{name} {ds} [{i}, {j}]");
+                    assert_eq!(
+                        got.is_some(),
+                        present.contains(&vec![i, j]),
+                        "{name} {ds} [{i}, {j}]"
+                    );
                 }
             }
             assert!(index.lookup(&[0]).is_err());
