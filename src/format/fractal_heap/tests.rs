@@ -209,7 +209,7 @@ mod real_files {
     }
 
     /// Open a fixture and find its (single) fractal heap and v2 B-trees by signature.
-    fn fixture(name: &str, key: &str) -> Fixture {
+    fn fixture(name: &str, key: &str, sizes: Sizes) -> Fixture {
         let path = format!("{DIR}{name}");
         let bytes = std::fs::read(&path).unwrap();
         let storage = Storage::open(std::path::Path::new(&path)).unwrap();
@@ -221,10 +221,10 @@ mod real_files {
         };
         let heaps = at(b"FRHP");
         assert_eq!(heaps.len(), 1);
-        let heap = FractalHeap::open(&storage, heaps[0], Sizes::DEFAULT).unwrap();
+        let heap = FractalHeap::open(&storage, heaps[0], sizes).unwrap();
         let trees = at(b"BTHD")
             .into_iter()
-            .map(|a| BtreeV2Header::read(&storage, a, Sizes::DEFAULT).unwrap())
+            .map(|a| BtreeV2Header::read(&storage, a, sizes).unwrap())
             .collect();
         let exp: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(format!("{DIR}expected.json")).unwrap())
@@ -268,12 +268,10 @@ mod real_files {
         f.trees.iter().find(|t| t.record_type == ty).unwrap()
     }
 
-    #[test]
-    fn dense_links_by_name_and_order() {
-        let f = fixture("dense_links.h5", "links");
-        let sz = Sizes::DEFAULT;
-        assert!(f.heap.huge_objects == 2 && f.heap.huge_btree_addr != UNDEFINED_ADDR);
-        let by_name = tree(&f, 5);
+    /// Walk the by-name index: every name h5py lists comes out of the heap with its hash,
+    /// and `find` locates each by hash then name.
+    fn check_names(f: &Fixture, sz: Sizes) {
+        let by_name = tree(f, 5);
         let mut got = BTreeSet::new();
         let mut last = 0;
         for_each_record(&f.storage, by_name, sz, &mut |r| {
@@ -287,7 +285,6 @@ mod real_files {
         })
         .unwrap();
         assert_eq!(got, f.want);
-        // Name lookup: hash first, then the name itself.
         for name in &f.want {
             let hash = lookup3(name, 0);
             let rec = find(&f.storage, by_name, sz, &mut |r| {
@@ -306,6 +303,25 @@ mod real_files {
             );
             assert_eq!(&link_name(&m.unwrap()), name);
         }
+    }
+
+    #[test]
+    fn four_byte_sizes() {
+        let sz = Sizes {
+            offset: 4,
+            length: 4,
+        };
+        let f = fixture("small_sizes.h5", "links", sz);
+        assert_eq!(f.heap.huge_objects, 1);
+        check_names(&f, sz);
+    }
+
+    #[test]
+    fn dense_links_by_name_and_order() {
+        let sz = Sizes::DEFAULT;
+        let f = fixture("dense_links.h5", "links", sz);
+        assert!(f.heap.huge_objects == 2 && f.heap.huge_btree_addr != UNDEFINED_ADDR);
+        check_names(&f, sz);
         // Creation order: h5py lists a track_order group in creation order.
         let mut ordered = vec![];
         for_each_record(&f.storage, tree(&f, 6), sz, &mut |r| {
@@ -320,8 +336,8 @@ mod real_files {
 
     #[test]
     fn dense_attributes_with_a_huge_one() {
-        let f = fixture("dense_attrs.h5", "attrs");
         let sz = Sizes::DEFAULT;
+        let f = fixture("dense_attrs.h5", "attrs", sz);
         for ty in [8, 9] {
             let mut got = BTreeSet::new();
             for_each_record(&f.storage, tree(&f, ty), sz, &mut |r| {

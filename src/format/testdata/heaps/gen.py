@@ -42,6 +42,23 @@ with h5py.File('old_style.h5', 'w', libver='earliest') as f:
     f.create_dataset('s', data=s, dtype=h5py.string_dtype())
     expected['old_style.h5'] = {'links': list(g.keys()), 'vlen': s}
 
+def chunk_info(f):
+    """Every chunk of every chunked dataset of `f`, as h5py reports it."""
+    info = {}
+    for k, ds in f.items():
+        if not isinstance(ds, h5py.Dataset):
+            continue
+        recs = []
+        for i in range(ds.id.get_num_chunks()):
+            ci = ds.id.get_chunk_info(i)
+            recs.append([[o // c for o, c in zip(ci.chunk_offset, ds.chunks)],
+                         ci.byte_offset, ci.size, ci.filter_mask])
+        info[k] = {'dims': list(ds.shape), 'chunks': list(ds.chunks),
+                   'esize': ds.dtype.itemsize, 'filtered': ds.compression is not None,
+                   'records': recs}
+    return info
+
+
 # v2 B-tree chunk indexes: two unlimited dimensions, layout v4 (v114) and v5 (latest).
 rng = np.random.default_rng(1)
 for name, lv in (('chunks_v114.h5', ('v114', 'v114')), ('chunks_latest.h5', 'latest')):
@@ -55,17 +72,7 @@ for name, lv in (('chunks_v114.h5', ('v114', 'v114')), ('chunks_latest.h5', 'lat
                              maxshape=(None, None), dtype='u1')
         d[0:20, 0:20] = 1
         d[50:60, 90:100] = 2
-        info = {}
-        for k, ds in f.items():
-            recs = []
-            for i in range(ds.id.get_num_chunks()):
-                ci = ds.id.get_chunk_info(i)
-                recs.append([[o // c for o, c in zip(ci.chunk_offset, ds.chunks)],
-                             ci.byte_offset, ci.size, ci.filter_mask])
-            info[k] = {'dims': list(ds.shape), 'chunks': list(ds.chunks),
-                       'esize': ds.dtype.itemsize, 'filtered': ds.compression is not None,
-                       'records': recs}
-        expected[name] = {'datasets': info}
+        expected[name] = {'datasets': chunk_info(f)}
 
 # A link heap with an I/O filter (deflate on the group creation property list), only reachable
 # through the C API: h5py's bundled libhdf5 via ctypes.
@@ -77,6 +84,22 @@ with h5py.File('filtered_heap.h5', 'w', libver='latest') as f:
     h5py.h5g.create(f.id, b'g', gcpl=gcpl)
     for i in range(50):
         f['g'].create_group(f'n{i:03d}' + 'q' * 30)
+
+# 4-byte addresses and lengths (file creation property), latest format: dense links with a huge
+# name, and v2 B-tree chunk indexes whose filtered sizes take "Size of Lengths" = 4 bytes.
+fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+fcpl.set_sizes(4, 4)
+fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
+with h5py.File(h5py.h5f.create(b'small_sizes.h5', h5py.h5f.ACC_TRUNC, fcpl=fcpl, fapl=fapl)) as f:
+    g = f.create_group('g')
+    for i in range(60):
+        g.create_group(f'link_{i:03d}')
+    g.create_group('H' + 'h' * 5000)
+    a = np.arange(30 * 30, dtype='u1').reshape(30, 30)
+    f.create_dataset('plain', data=a, chunks=(2, 2), maxshape=(None, None))
+    f.create_dataset('gz', data=a, chunks=(2, 2), maxshape=(None, None), compression='gzip')
+    expected['small_sizes.h5'] = {'links': list(g.keys()), 'datasets': chunk_info(f)}
 
 with open('expected.json', 'w') as out:
     json.dump(expected, out, separators=(",", ":"))
