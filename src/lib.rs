@@ -1,6 +1,6 @@
 //! h5mount: read HDF5 files without libhdf5 and serve them as a read-only filesystem.
 //!
-//! Layers, imports only downward: [`io`] → [`format`] → [`layout`] (with [`filters`] and
+//! Layers, imports only downward: [`io`] → [`mod@format`] → [`layout`] (with [`filters`] and
 //! [`cache`]) → [`model`] → [`fs`] → daemon/cli (in the binary). Nothing below `fs` knows
 //! about FUSE; the library is usable on its own (see [`model::File`] and [`inspect`]).
 
