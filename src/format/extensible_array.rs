@@ -218,15 +218,16 @@ impl ExtensibleArrayHeader {
         let rel = idx - ie;
         // Super blocks 2j and 2j+1 together hold 3·min·4^j elements, so the super block of
         // `rel` is floor(log2(rel / min + 1)) (libhdf5 `H5EA__dblock_sblk_idx`).
-        let sblk_idx = (rel / self.min_elements as u64 + 1).ilog2() as usize;
-        let info = self.sblks.get(sblk_idx).ok_or_else(|| {
+        let sblk_idx = (rel / self.min_elements as u64).saturating_add(1).ilog2() as usize;
+        let beyond = || {
             Error::corrupt(
                 "extensible array element",
                 self.addr,
                 format!("element {idx} beyond the array's maximum"),
             )
-        })?;
-        let in_sblk = rel - info.start_idx;
+        };
+        let info = self.sblks.get(sblk_idx).ok_or_else(beyond)?;
+        let in_sblk = rel.checked_sub(info.start_idx).ok_or_else(beyond)?;
         let dblk = in_sblk / info.dblk_nelmts;
         let elmt = in_sblk % info.dblk_nelmts;
         if sblk_idx < self.iblock_nsblks() {
@@ -545,11 +546,10 @@ mod tests {
     #[test]
     fn corrupt_parameters_are_rejected() {
         let mut img = image();
-        img[10] = 12; // min elements not a power of two
-        let body = img[..img.len().min(72)].to_vec();
-        let mut h = body[..68].to_vec();
-        seal(&mut h);
-        img[..72].copy_from_slice(&h);
+        // Min pointers (byte 10) not a power of two, with a valid checksum.
+        img[10] = 12;
+        let sum = lookup3(&img[..68], 0);
+        img[68..72].copy_from_slice(&sum.to_le_bytes());
         let (_f, s) = storage_with(&img);
         assert!(ExtensibleArrayHeader::read(&s, 0, Sizes::DEFAULT).is_err());
     }

@@ -295,6 +295,12 @@ mod tests {
 
     /// Compare every chunk of the grid with what libhdf5 reported; returns chunks checked.
     fn check_file(h5: &Path) -> usize {
+        check_file_with(h5, false) + check_file_with(h5, true)
+    }
+
+    /// One pass over a file; `tiny_cache` opens the array and B-tree indexes with caches of
+    /// one entry, so every lookup path also runs through eviction.
+    fn check_file_with(h5: &Path, tiny_cache: bool) -> usize {
         let d: Value =
             serde_json::from_str(&std::fs::read_to_string(h5.with_extension("json")).unwrap())
                 .unwrap();
@@ -320,7 +326,19 @@ mod tests {
             expected.insert(coords, c.clone());
         }
         let storage = p.storage.clone();
-        let index = open(&spec, p).unwrap();
+        let one = NonZeroUsize::MIN;
+        let index: Box<dyn ChunkIndex> = match spec {
+            ChunkIndexSpec::BtreeV1 { addr } if tiny_cache => {
+                Box::new(btree_v1::BtreeV1Index::with_cache(p, addr, one).unwrap())
+            }
+            ChunkIndexSpec::FixedArray { addr, .. } if tiny_cache => {
+                Box::new(fixed_array::FixedArrayIndex::with_cache(p, addr, one).unwrap())
+            }
+            ChunkIndexSpec::ExtensibleArray { addr, .. } if tiny_cache => {
+                Box::new(extensible_array::ExtensibleArrayIndex::with_cache(p, addr, one).unwrap())
+            }
+            _ => open(&spec, p).unwrap(),
+        };
         let total: u64 = grid.iter().product();
         let mut coords = vec![0u64; grid.len()];
         for _ in 0..total {
@@ -379,6 +397,54 @@ mod tests {
     fn real_files_match_libhdf5() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/layout/chunk_index/testdata");
         assert!(check_dir(&dir) > 1000);
+    }
+
+    /// Flipping any byte of the first 400 bytes of an index never panics (v1 B-tree nodes
+    /// have no checksum, so this reaches the tree walk with hostile keys and addresses).
+    #[test]
+    fn corrupt_index_bytes_do_not_panic() {
+        use std::io::Write;
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/layout/chunk_index/testdata");
+        for name in [
+            "bt1_3d_lzf",
+            "bt1_2d_sparse",
+            "fa_3d_sparse_lzf",
+            "ea_1d_700_sparse",
+        ] {
+            let h5 = dir.join(name).with_extension("h5");
+            let d: Value =
+                serde_json::from_str(&std::fs::read_to_string(h5.with_extension("json")).unwrap())
+                    .unwrap();
+            let spec = spec(&d["index"]).unwrap();
+            let orig = std::fs::read(&h5).unwrap();
+            let start = d["index"]["addr"].as_u64().unwrap() as usize;
+            for pos in start..(start + 400).min(orig.len()) {
+                let mut bytes = orig.clone();
+                bytes[pos] ^= 0x5a;
+                let mut f = tempfile::NamedTempFile::new().unwrap();
+                f.write_all(&bytes).unwrap();
+                let p = params(Storage::open(f.path()).unwrap(), &d);
+                let grid = chunk_grid(&p.dims, &p.chunk_dims).unwrap();
+                let Ok(index) = open(&spec, p) else { continue };
+                let total: u64 = grid.iter().product();
+                for n in 0..total.min(150) {
+                    let mut rest = n;
+                    let coords: Vec<u64> = grid
+                        .iter()
+                        .rev()
+                        .map(|&g| {
+                            let c = rest % g;
+                            rest /= g;
+                            c
+                        })
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect();
+                    let _ = index.lookup(&coords);
+                }
+            }
+        }
     }
 
     /// The large dev-only cases: set H5MOUNT_CHUNKIDX_LARGE to a directory written by
