@@ -74,6 +74,18 @@ impl BtreeV1Node {
         sizes: Sizes,
         chunk_dims: usize,
     ) -> Result<BtreeV1Node> {
+        Self::read_bounded(storage, addr, sizes, chunk_dims, u16::MAX as usize)
+    }
+
+    /// [`Self::read`], rejecting a node that claims more than `max_entries` entries (2K, with
+    /// K from the superblock: group internal node K, or indexed storage K, default 32).
+    pub fn read_bounded(
+        storage: &Storage,
+        addr: u64,
+        sizes: Sizes,
+        chunk_dims: usize,
+        max_entries: usize,
+    ) -> Result<BtreeV1Node> {
         const WHAT: &str = "v1 B-tree node";
         let o = sizes.offset as usize;
         let head_len = 8 + 2 * o;
@@ -85,6 +97,13 @@ impl BtreeV1Node {
         let entries = c.u16()? as usize;
         let left = c.offset(sizes)?;
         let right = c.offset(sizes)?;
+        if entries > max_entries {
+            return Err(Error::corrupt(
+                WHAT,
+                addr,
+                format!("{entries} entries used, more than the node's {max_entries}"),
+            ));
+        }
 
         let key_len = match node_type {
             NODE_TYPE_GROUP => sizes.length as usize,
@@ -262,6 +281,7 @@ mod tests {
         assert_eq!(k[1].size, 90);
         assert_eq!(k[1].filter_mask, 1);
         assert_eq!(k[1].offsets, vec![0, 5, 0]);
+        assert!(BtreeV1Node::read_bounded(&s, 0, Sizes::DEFAULT, 3, 1).is_err());
         // One entry too many for the bytes present.
         v[6] = 3;
         let (_f, s) = storage_with(&v);
