@@ -289,6 +289,28 @@ mod tests {
     }
 
     #[test]
+    fn chunk_keys_are_8_bytes_with_4_byte_offsets() {
+        let s4 = Sizes {
+            offset: 4,
+            length: 4,
+        };
+        let mut v = b"TREE".to_vec();
+        v.extend([1, 0, 1, 0]);
+        v.extend([0xff; 8]); // siblings: undefined 4-byte addresses
+        chunk_key(&mut v, 7, 0, &[8, 0]);
+        v.extend(0x40u32.to_le_bytes());
+        chunk_key(&mut v, 0, 0, &[16, 0]);
+        let (_f, s) = storage_with(&v);
+        let n = BtreeV1Node::read(&s, 0, s4, 2).unwrap();
+        assert_eq!((n.left, n.right), (UNDEFINED_ADDR, UNDEFINED_ADDR));
+        assert_eq!(n.children, vec![0x40]);
+        let NodeKeys::Chunk(k) = n.keys else {
+            panic!("chunk keys expected")
+        };
+        assert_eq!(k[1].offsets, vec![16, 0]);
+    }
+
+    #[test]
     fn group_tree_two_levels_and_cycle() {
         // Root at 0 (level 1) with children at 100 and 200 (level 0).
         let mut img = vec![0u8; 300];

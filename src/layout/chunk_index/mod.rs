@@ -242,6 +242,90 @@ mod tests {
         assert_eq!(chunk_grid(&[10], &[0]), None);
     }
 
+    fn empty_params(filtered: bool) -> (tempfile::NamedTempFile, IndexParams) {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let storage = Storage::open(f.path()).unwrap();
+        let p = IndexParams {
+            storage,
+            sizes: Sizes::DEFAULT,
+            dims: vec![10, 6],
+            max_dims: vec![u64::MAX, 6],
+            chunk_dims: vec![5, 3],
+            element_size: 4,
+            filtered,
+            layout_version: 4,
+            layout_flags: 0,
+        };
+        (f, p)
+    }
+
+    #[test]
+    fn unallocated_indexes_have_no_chunks() {
+        let (_f, p) = empty_params(false);
+        let u = UNDEFINED_ADDR;
+        for spec in [
+            ChunkIndexSpec::BtreeV1 { addr: u },
+            ChunkIndexSpec::ExtensibleArray {
+                addr: u,
+                max_bits: 32,
+                index_elements: 4,
+                min_pointers: 4,
+                min_elements: 16,
+                page_bits: 10,
+            },
+            ChunkIndexSpec::SingleChunk {
+                addr: u,
+                filtered_size: None,
+                filter_mask: 0,
+            },
+        ] {
+            let index = open(&spec, p.clone()).unwrap();
+            assert_eq!(index.lookup(&[1, 1]).unwrap(), None, "{spec:?}");
+        }
+        // A fixed array or implicit index cannot serve an unlimited dimension.
+        assert!(open(&ChunkIndexSpec::Implicit { addr: 0 }, p.clone()).is_err());
+        let mut bad = p.clone();
+        bad.chunk_dims = vec![0, 3];
+        assert!(open(&ChunkIndexSpec::BtreeV1 { addr: u }, bad).is_err());
+    }
+
+    #[test]
+    fn single_chunk_sizes() {
+        let (_f, p) = empty_params(true);
+        let spec = ChunkIndexSpec::SingleChunk {
+            addr: 0x800,
+            filtered_size: Some(33),
+            filter_mask: 2,
+        };
+        let index = open(&spec, p.clone()).unwrap();
+        let rec = ChunkRecord {
+            addr: 0x800,
+            size: 33,
+            filter_mask: 2,
+        };
+        assert_eq!(index.lookup(&[0, 0]).unwrap(), Some(rec));
+        assert_eq!(index.lookup(&[0, 1]).unwrap(), None);
+        let spec = ChunkIndexSpec::SingleChunk {
+            addr: 0x800,
+            filtered_size: None,
+            filter_mask: 0,
+        };
+        let index = open(&spec, p).unwrap();
+        assert_eq!(index.lookup(&[0, 0]).unwrap().unwrap().size, 60);
+    }
+
+    #[test]
+    fn ea_numbering_puts_the_unlimited_dimension_first() {
+        let (_f, mut p) = empty_params(false);
+        p.max_dims = vec![10, u64::MAX];
+        // Grid over max dims: 2 (dim 0) x unlimited (dim 1); swizzled (dim 1, dim 0).
+        assert_eq!(ea_linear_index(&[1, 0], &p), Some(1));
+        assert_eq!(ea_linear_index(&[0, 3], &p), Some(6));
+        assert_eq!(ea_linear_index(&[2, 0], &p), None);
+        p.max_dims = vec![u64::MAX, u64::MAX];
+        assert_eq!(ea_linear_index(&[0, 0], &p), None);
+    }
+
     fn params(storage: Storage, d: &Value) -> IndexParams {
         let v = |k: &str| -> Vec<u64> {
             d[k].as_array()
