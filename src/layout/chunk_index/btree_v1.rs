@@ -1,1 +1,120 @@
-//! Chunk index: btree_v1.
+//! Version-1 B-tree chunk index (layouts v1-3, node type 1). Keys hold chunk offsets in
+//! element units (FORMAT-NOTES #7), so a lookup converts chunk coordinates to elements
+//! (coordinate × chunk dimension) and descends from the root: in an internal node it follows
+//! the last child whose left key is ≤ the target (keys compare lexicographically, slowest
+//! dimension first); in a leaf the chunk is the child whose key equals the target exactly.
+//! Only the nodes on one path are read; decoded nodes are kept in a bounded LRU by address.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
+
+use super::{ChunkIndex, ChunkRecord, IndexParams};
+use crate::error::{Error, Result};
+use crate::format::btree_v1::{BtreeV1Node, ChunkKey, NodeKeys, NODE_TYPE_CHUNK};
+use crate::format::limits::MAX_TREE_DEPTH;
+use crate::io::UNDEFINED_ADDR;
+
+const WHAT: &str = "v1 B-tree chunk index";
+
+/// The dataset-dimension offsets of a key (without the trailing element-size offset).
+fn key_of(k: &ChunkKey, rank: usize) -> &[u64] {
+    k.offsets.get(..rank).unwrap_or(&[])
+}
+
+/// A v1 B-tree chunk index with its node cache.
+#[derive(Debug)]
+pub struct BtreeV1Index {
+    params: IndexParams,
+    root: u64,
+    nodes: Mutex<LruCache<u64, Arc<BtreeV1Node>>>,
+}
+
+impl BtreeV1Index {
+    /// Open the index whose root node is at `root`. Nothing is read until the first lookup.
+    pub fn open(params: IndexParams, root: u64) -> Result<BtreeV1Index> {
+        Self::with_cache(params, root, super::NODE_CACHE_ENTRIES)
+    }
+
+    /// Open with an explicit node-cache capacity.
+    pub fn with_cache(params: IndexParams, root: u64, nodes: NonZeroUsize) -> Result<Self> {
+        params.validate(WHAT, root)?;
+        Ok(BtreeV1Index {
+            params,
+            root,
+            nodes: Mutex::new(LruCache::new(nodes)),
+        })
+    }
+
+    fn node(&self, addr: u64) -> Result<Arc<BtreeV1Node>> {
+        let lock = || self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = lock().get(&addr) {
+            return Ok(n.clone());
+        }
+        let rank = self.params.chunk_dims.len();
+        let n = BtreeV1Node::read(&self.params.storage, addr, self.params.sizes, rank + 1)?;
+        if n.node_type != NODE_TYPE_CHUNK {
+            return Err(Error::corrupt(
+                WHAT,
+                addr,
+                format!("node type {} in a chunk tree", n.node_type),
+            ));
+        }
+        let n = Arc::new(n);
+        lock().put(addr, n.clone());
+        Ok(n)
+    }
+}
+
+impl ChunkIndex for BtreeV1Index {
+    fn lookup(&self, coords: &[u64]) -> Result<Option<ChunkRecord>> {
+        if self.root == UNDEFINED_ADDR || !self.params.in_grid(coords) {
+            return Ok(None);
+        }
+        let rank = coords.len();
+        // In the grid, so coordinate × chunk dimension ≤ dimension + chunk − 1; still checked.
+        let target = coords
+            .iter()
+            .zip(&self.params.chunk_dims)
+            .map(|(&c, &d)| c.checked_mul(d))
+            .collect::<Option<Vec<u64>>>()
+            .ok_or_else(|| Error::corrupt(WHAT, self.root, "chunk offset overflows"))?;
+        let mut addr = self.root;
+        let mut expect_level = None;
+        for _ in 0..=MAX_TREE_DEPTH {
+            let node = self.node(addr)?;
+            if expect_level.is_some_and(|l| l != node.level) {
+                return Err(Error::corrupt(
+                    WHAT,
+                    addr,
+                    format!(
+                        "node level {} below a level {:?} node",
+                        node.level, expect_level
+                    ),
+                ));
+            }
+            let NodeKeys::Chunk(keys) = &node.keys else {
+                return Err(Error::corrupt(WHAT, addr, "group keys in a chunk tree"));
+            };
+            // Keys of the children only (the last key closes the node's range).
+            let child_keys = &keys[..node.children.len()];
+            if node.level == 0 {
+                let found = child_keys.binary_search_by(|k| key_of(k, rank).cmp(&target));
+                return Ok(found.ok().map(|i| ChunkRecord {
+                    addr: node.children[i],
+                    size: child_keys[i].size as u64,
+                    filter_mask: child_keys[i].filter_mask,
+                }));
+            }
+            // Number of children whose left key is ≤ target; the one before is the subtree.
+            let n = child_keys.partition_point(|k| key_of(k, rank) <= target.as_slice());
+            if n == 0 {
+                return Ok(None);
+            }
+            addr = node.children[n - 1];
+            expect_level = Some(node.level - 1);
+        }
+        Err(Error::limit(WHAT, self.root, "tree deeper than the limit"))
+    }
+}

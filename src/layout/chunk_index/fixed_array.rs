@@ -1,1 +1,126 @@
-//! Chunk index: fixed_array.
+//! Fixed-array chunk index (layout v4/v5 chunk indexing type 3), for chunked datasets with no
+//! unlimited dimension. Chunk n (row-major over the maximum chunk grid, FORMAT-NOTES #5) is
+//! element n of the fixed array (`crate::format::fixed_array`). The header is read when the
+//! index is opened; the data block prefix (elements, or the page bitmap when paged) on first
+//! use; pages on demand through a bounded LRU.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
+
+use super::{linear_index, max_chunk_grid, ChunkIndex, ChunkRecord, IndexParams};
+use crate::error::{Error, Result};
+use crate::format::fixed_array::{element_at, FixedArrayDataBlock, FixedArrayHeader};
+use crate::io::UNDEFINED_ADDR;
+
+const WHAT: &str = "fixed array chunk index";
+
+/// A fixed-array chunk index with its cached blocks.
+#[derive(Debug)]
+pub struct FixedArrayIndex {
+    params: IndexParams,
+    grid: Vec<u64>,
+    /// `None` when the layout's index address is undefined (nothing written).
+    header: Option<FixedArrayHeader>,
+    dblock: Mutex<Option<Arc<FixedArrayDataBlock>>>,
+    pages: Mutex<LruCache<u64, Arc<Vec<u8>>>>,
+}
+
+impl FixedArrayIndex {
+    /// Open the index whose header (`FAHD`) is at `addr`.
+    pub fn open(params: IndexParams, addr: u64) -> Result<FixedArrayIndex> {
+        Self::with_cache(params, addr, super::NODE_CACHE_ENTRIES)
+    }
+
+    /// Open with an explicit page-cache capacity.
+    pub fn with_cache(params: IndexParams, addr: u64, pages: NonZeroUsize) -> Result<Self> {
+        params.validate(WHAT, addr)?;
+        let grid = max_chunk_grid(&params)
+            .filter(|g| !g.contains(&u64::MAX))
+            .ok_or_else(|| Error::corrupt(WHAT, addr, "unlimited dimension"))?;
+        let header = if addr == UNDEFINED_ADDR {
+            None
+        } else {
+            Some(FixedArrayHeader::read(&params.storage, addr, params.sizes)?)
+        };
+        Ok(FixedArrayIndex {
+            params,
+            grid,
+            header,
+            dblock: Mutex::new(None),
+            pages: Mutex::new(LruCache::new(pages)),
+        })
+    }
+
+    fn data_block(&self, header: &FixedArrayHeader) -> Result<Arc<FixedArrayDataBlock>> {
+        let mut slot = self.dblock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = slot.as_ref() {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(FixedArrayDataBlock::read(
+            &self.params.storage,
+            header,
+            self.params.sizes,
+        )?);
+        *slot = Some(d.clone());
+        Ok(d)
+    }
+
+    fn page(
+        &self,
+        header: &FixedArrayHeader,
+        dblock: &FixedArrayDataBlock,
+        page: u64,
+    ) -> Result<Arc<Vec<u8>>> {
+        if let Some(p) = self
+            .pages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&page)
+        {
+            return Ok(p.clone());
+        }
+        // Read without holding the lock; a racing reader may read the same page twice.
+        let p = Arc::new(dblock.read_page(&self.params.storage, header, page)?);
+        self.pages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .put(page, p.clone());
+        Ok(p)
+    }
+}
+
+impl ChunkIndex for FixedArrayIndex {
+    fn lookup(&self, coords: &[u64]) -> Result<Option<ChunkRecord>> {
+        let Some(header) = &self.header else {
+            return Ok(None);
+        };
+        if !self.params.in_grid(coords) || header.data_block == UNDEFINED_ADDR {
+            return Ok(None);
+        }
+        let Some(n) = linear_index(coords, &self.grid).filter(|&n| n < header.max_entries) else {
+            return Err(Error::corrupt(
+                WHAT,
+                header.addr,
+                format!(
+                    "chunk {coords:?} beyond the array's {} entries",
+                    header.max_entries
+                ),
+            ));
+        };
+        let dblock = self.data_block(header)?;
+        let sizes = self.params.sizes;
+        let element = if header.npages() == 0 {
+            element_at(header, &dblock.elements, n, sizes)?
+        } else {
+            let page = n / header.page_elements();
+            if !dblock.page_initialized(page) {
+                return Ok(None);
+            }
+            let bytes = self.page(header, &dblock, page)?;
+            element_at(header, &bytes, n % header.page_elements(), sizes)?
+        };
+        Ok(self.params.record(element))
+    }
+}
