@@ -243,6 +243,27 @@ mod tests {
     }
 
     #[test]
+    fn real_sohm_both_shared() {
+        // File with one SOHM index for every message type: the attribute's datatype and
+        // dataspace are 8-byte heap IDs (shared message v3, type 1); value 4 doubles.
+        let a = parse(
+            "030303000a000a0000617400030100160000000014000301002a00000000140000000000000000\
+             00000000000000f03f00000000000000400000000000000840",
+        )
+        .unwrap();
+        assert_eq!(a.name, "at");
+        assert_eq!(
+            a.datatype,
+            MaybeShared::Shared(SharedMessage::SohmHeap([0, 0x16, 0, 0, 0, 0, 0x14, 0]))
+        );
+        assert_eq!(
+            a.dataspace,
+            MaybeShared::Shared(SharedMessage::SohmHeap([0, 0x2a, 0, 0, 0, 0, 0x14, 0]))
+        );
+        assert_eq!(a.data.len(), 32);
+    }
+
+    #[test]
     fn shared_dataspace_keeps_the_rest() {
         // v2, both shared: value length unknown here; everything after is kept.
         let mut b = vec![2, 3, 2, 0, 10, 0, 10, 0, b'x', 0];

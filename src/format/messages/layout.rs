@@ -436,6 +436,19 @@ mod tests {
     }
 
     #[test]
+    fn real_virtual() {
+        // h5py VirtualLayout: mapping in the global heap collection at 0x19d4, object 1.
+        let l = parse("0403d41900000000000001000000");
+        assert_eq!(
+            l.class,
+            LayoutClass::Virtual {
+                heap_addr: 0x19d4,
+                index: 1
+            }
+        );
+    }
+
+    #[test]
     fn v4_wide_dimension_encoding_and_virtual() {
         // 4-byte dimension width although 1 would do; partial-edge flag; filtered single chunk.
         let mut b = vec![4, 2, 3, 3, 4];

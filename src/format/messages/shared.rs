@@ -77,6 +77,12 @@ mod tests {
         // Version 3, type 2 and type 1.
         let b = [3, 2, 0x10, 0, 0, 0, 0, 0, 0, 0];
         assert_eq!(parse(&b).unwrap(), SharedMessage::ObjectHeader(0x10));
+        // A dataspace in the SOHM heap, as written by HDF5 2.0.
+        let b = [3, 1, 0, 0x3e, 0, 0, 0, 0, 0x24, 0];
+        assert_eq!(
+            parse(&b).unwrap(),
+            SharedMessage::SohmHeap([0, 0x3e, 0, 0, 0, 0, 0x24, 0])
+        );
         let b = [3, 1, 1, 2, 3, 4, 5, 6, 7, 8];
         assert_eq!(
             parse(&b).unwrap(),

@@ -48,8 +48,15 @@ pub(super) fn decode(c: &mut Cursor<'_>, depth: usize) -> Result<Datatype> {
     // The 24 class bits are stored little-endian like every other integer.
     let bits = c.uint(3)? as u32;
     let size = c.u32()?;
-    if !(1..=5).contains(&version) {
-        return Err(c.corrupt(format!("datatype version {version}")));
+    match version {
+        0 => return Err(c.corrupt("datatype version 0")),
+        1..=5 => {}
+        v => {
+            return Err(Error::unsupported(
+                "datatype",
+                format!("message version {v} at {:#x}", c.start_addr()),
+            ))
+        }
     }
     let class = match class {
         class::FIXED_POINT => {

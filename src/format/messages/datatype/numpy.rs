@@ -4,9 +4,9 @@
 //! `dtype.str` (byte order character, kind, item size; numpy writes `|` instead of `<`/`>` for
 //! one-byte items), and the types numpy cannot express natively through h5py's check functions
 //! (`enum(...)`, `vlen-str`, `vlen(...)`, `ref(...)`). Compounds list `name:type@offset` in
-//! member order. numpy folds an array of arrays into one array, so nested array dimensions are
-//! concatenated here too. Time types have no numpy equivalent through h5py; they are written
-//! `time(<i8)` (order and size of the stored integer).
+//! member order. An array of arrays stays nested (`array(2,array(3,<f4))`), as h5py's dtype
+//! for it is a subarray of a subarray. Time types have no numpy equivalent through h5py; they
+//! are written `time(<i8)` (order and size of the stored integer).
 
 use std::fmt::Write;
 
@@ -79,20 +79,14 @@ pub(super) fn write(t: &Datatype, out: &mut String) {
         },
         TypeClass::Array { dims, base } => {
             out.push_str("array(");
-            let mut inner = base;
-            let mut all: Vec<u32> = dims.clone();
-            while let TypeClass::Array { dims, base } = &inner.class {
-                all.extend_from_slice(dims);
-                inner = base;
-            }
-            for (i, d) in all.iter().enumerate() {
+            for (i, d) in dims.iter().enumerate() {
                 if i > 0 {
                     out.push('x');
                 }
                 let _ = write!(out, "{d}");
             }
             out.push(',');
-            write(inner, out);
+            write(base, out);
             out.push(')');
         }
         TypeClass::Complex { base } => {

@@ -129,6 +129,54 @@ fn real_types_latest() {
 }
 
 #[test]
+fn real_types_low_level() {
+    // Written through the C API (ctypes / h5py low level), both libvers.
+    let cases = [
+        // H5T_STD_REF (HDF5 1.12+): class version 4, type 2 (object), encoding version 1.
+        ("4712000012000000", "ref(object)"),
+        // H5T_UNIX_D32LE: time class.
+        ("12000000040000002000", "time(<i4)"),
+        // H5T_VAX_F64: floating point with bits 0 and 6 set (datatype version 3).
+        ("31613f000800000000004000340b003401040000", "<f8"),
+        // 80-bit long double in 16 bytes.
+        ("11004f001000000000005000400f0040ff3f0000", "<f16"),
+        // Space-padded UTF-8 fixed string; opaque with a tag.
+        ("1312000006000000", "|S6"),
+        ("15080000050000006d79207461670000", "|V5"),
+        // Enum of >u2 with v1 names padded to 8 (one name 9 bytes long).
+        (
+            "18020000020000001001000002000000000010004100000000000000424242424242424242000000\
+             000000000000012c",
+            "enum(>u2)",
+        ),
+        // Array of array (v5) and vlen of compound (v5).
+        (
+            "5a0000001800000001020000005a0000000c000000010300000011201f000400000000002000170800\
+             177f000000",
+            "array(2,array(3,<f4))",
+        ),
+        (
+            "5900000010000000560200000a00000061000010080000020000000000100062000211213f00080000\
+             0000004000340b0034ff030000",
+            "vlen({a:<i2@0,b:>f8@2})",
+        ),
+    ];
+    for (h, want) in cases {
+        let t = parse(&hex(h)).unwrap_or_else(|e| panic!("{want}: {e}"));
+        assert_eq!(t.numpy_str(), want);
+    }
+    let t = parse(&hex("31613f000800000000004000340b003401040000")).unwrap();
+    assert_eq!(t.byte_order(), Some(ByteOrder::Vax));
+    let t = parse(&hex("15080000050000006d79207461670000")).unwrap();
+    assert_eq!(
+        t.class,
+        TypeClass::Opaque {
+            tag: "my tag".into()
+        }
+    );
+}
+
+#[test]
 fn nested_compound_details() {
     let t = parse(&hex(
         "560400001d000000610000100800000200000000001000620002560200000700000078000011\
@@ -353,12 +401,15 @@ fn array_v2_with_permutation_and_v3() {
     }
     v3.extend(f64le(1));
     assert_eq!(parse(&v3).unwrap().class, t.class);
-    // An array of arrays reads like numpy's flattened subarray.
+    // An array of arrays stays nested, like the subarray of a subarray h5py returns.
     let mut outer = hdr(3, 10, 0, 2 * 4 * 6 * 8);
     outer.push(1);
     outer.extend_from_slice(&2u32.to_le_bytes());
     outer.extend(v3);
-    assert_eq!(parse(&outer).unwrap().numpy_str(), "array(2x4x6,<f8)");
+    assert_eq!(
+        parse(&outer).unwrap().numpy_str(),
+        "array(2,array(4x6,<f8))"
+    );
 }
 
 #[test]
