@@ -28,7 +28,7 @@ pub const SINGLE_INDEX_WITH_FILTER: u8 = 0x02;
 /// How chunk addresses are indexed, with each index type's parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChunkIndexSpec {
-    /// Layout v1-3 (and v4 type 5): version-1 B-tree, node type 1.
+    /// Layout v1-3: version-1 B-tree, node type 1 (index type 0 is invalid in v4/v5).
     BtreeV1 { addr: u64 },
     /// Index type 1: one chunk the size of the dataset.
     SingleChunk {
@@ -237,6 +237,15 @@ fn chunked_v3(c: &mut Cursor<'_>, sizes: Sizes) -> Result<LayoutClass> {
     }))
 }
 
+/// Fixed and extensible array parameters are counts and bit widths that the index code shifts
+/// and divides by: the library refuses zeros, and so do we.
+fn nonzero<'a>(c: &Cursor<'_>, params: &'a [u8]) -> Result<&'a [u8]> {
+    if params.contains(&0) {
+        return Err(c.corrupt(format!("chunk index parameter of 0 in {params:?}")));
+    }
+    Ok(params)
+}
+
 /// Versions 4 and 5 chunked: flags, rank, dimension width, dimensions, index type and its
 /// parameters, index address.
 fn chunked_v4(c: &mut Cursor<'_>, sizes: Sizes) -> Result<LayoutClass> {
@@ -273,7 +282,8 @@ fn chunked_v4(c: &mut Cursor<'_>, sizes: Sizes) -> Result<LayoutClass> {
             addr: c.offset(sizes)?,
         },
         3 => {
-            let page_bits = c.u8()?;
+            let b = c.bytes(1)?;
+            let page_bits = nonzero(c, b)?[0];
             ChunkIndexSpec::FixedArray {
                 addr: c.offset(sizes)?,
                 page_bits,
@@ -281,6 +291,7 @@ fn chunked_v4(c: &mut Cursor<'_>, sizes: Sizes) -> Result<LayoutClass> {
         }
         4 => {
             let p = c.bytes(5)?;
+            let p = nonzero(c, p)?;
             ChunkIndexSpec::ExtensibleArray {
                 max_bits: p[0],
                 index_elements: p[1],
@@ -547,6 +558,9 @@ mod tests {
         assert!(bad("040200020102040900").is_err());
         assert!(bad("040280020102040300").is_err());
         assert!(bad("040200020100040300ffffffffffffffff").is_err());
+        // Zero fixed/extensible array parameters.
+        assert!(bad("04020002010204030000").is_err());
+        assert!(bad("040200020102040420000410").is_err());
         // Element size only (rank 1 stored = dataset rank 0).
         assert!(bad("0402000101040300ffffffffffffffff").is_err());
     }
