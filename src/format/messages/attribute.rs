@@ -279,6 +279,40 @@ mod tests {
     }
 
     #[test]
+    fn mutated_real_messages_never_panic() {
+        // With both parts shared the value length is unknown, so truncating the value of the
+        // second message is not an error.
+        for (h, value_len) in [
+            (
+                "0100040014002800617272000000000011211f000400000000002000170800177f00000000000000\
+             01020100000000000200000000000000030000000000000002000000000000000300000000000000\
+             000000003f80000040000000404000004080000040a00000",
+                0,
+            ),
+            (
+                "030303000a000a0000617400030100160000000014000301002a00000000140000000000000000\
+                 00000000000000f03f00000000000000400000000000000840",
+                32,
+            ),
+        ] {
+            let orig = hex(h);
+            for pos in 0..orig.len() {
+                for v in [0u8, 0xff, orig[pos].wrapping_add(1)] {
+                    let mut b = orig.clone();
+                    b[pos] = v;
+                    let _ = AttributeMessage::parse(&b, 0, Sizes::DEFAULT);
+                }
+                let short = AttributeMessage::parse(&orig[..pos], 0, Sizes::DEFAULT);
+                assert_eq!(
+                    short.is_err(),
+                    pos < orig.len() - value_len,
+                    "truncated to {pos}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn hostile() {
         assert!(matches!(parse("04"), Err(Error::Corrupt { .. })));
         assert!(matches!(parse("0204"), Err(Error::Corrupt { .. })));

@@ -545,6 +545,25 @@ mod tests {
     }
 
     #[test]
+    fn mutated_real_messages_never_panic() {
+        for h in [
+            "040200030102040404200404100affffffffffffffff",
+            "050202030103040201000000000000000000000000ffffffffffffffff",
+            "030204ffffffffffffffff0200000004000000050000000800000000",
+        ] {
+            let orig = hex(h);
+            for pos in 0..orig.len() {
+                for v in [0u8, 0xff, orig[pos].wrapping_add(1)] {
+                    let mut b = orig.clone();
+                    b[pos] = v;
+                    let _ = Layout::parse(&b, 0, Sizes::DEFAULT);
+                }
+                let _ = Layout::parse(&orig[..pos], 0, Sizes::DEFAULT);
+            }
+        }
+    }
+
+    #[test]
     fn hostile() {
         let bad = |h: &str| Layout::parse(&hex(h), 0, Sizes::DEFAULT);
         assert!(bad("06").is_err());

@@ -467,3 +467,40 @@ fn hostile_messages() {
     v.extend(int(1, 4, false, false));
     assert!(matches!(parse(&v), Err(Error::Corrupt { .. })));
 }
+
+#[test]
+fn mutated_real_messages_never_panic() {
+    // Every single-byte change to 0, 0xff or +1, and every truncation, of two real nested
+    // messages: decoding may fail but must not panic, and what decodes must render.
+    for h in [
+        "560400001d000000610000100800000200000000001000620002560200000700000078000011\
+         211f000400000000002000170800177f00000079000413010000030000006300095a000000040000\
+         00010200000010000000020000000000100064000d190101001000000010000000010000000000\
+         0800",
+        "1602000002000000666c6167000000000000000000000000000000000000000000000000000000000000\
+         000000000000180200000100000010080000010000000000080046414c53450000005452554500000000\
+         000165000000000000000100000000000000000000000000000000000000000000000000000000000000\
+         180200000100000010000000010000000000080041000000000000004200000000000000010200000000",
+    ] {
+        let orig = hex(h);
+        // The earliest-format message carries padding: only truncations inside the encoded
+        // type must fail.
+        let mut c = Cursor::new(&orig, 0, "test");
+        Datatype::decode(&mut c).unwrap();
+        let used = c.pos();
+        for pos in 0..orig.len() {
+            for v in [0u8, 0xff, orig[pos].wrapping_add(1)] {
+                let mut b = orig.clone();
+                b[pos] = v;
+                if let Ok(t) = parse(&b) {
+                    let _ = (t.numpy_str(), t.is_fixed_size(), t.byte_order());
+                }
+            }
+            assert_eq!(
+                parse(&orig[..pos]).is_err(),
+                pos < used,
+                "truncated to {pos}"
+            );
+        }
+    }
+}
