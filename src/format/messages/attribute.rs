@@ -27,7 +27,7 @@ pub enum MaybeShared<T> {
     Shared(SharedMessage),
 }
 
-/// An attribute message: name, type, space and raw value bytes.
+/// An attribute message (spec "IV.A.2.m"): name, type, space and raw value bytes.
 #[derive(Clone, Debug)]
 pub struct AttributeMessage {
     pub name: String,

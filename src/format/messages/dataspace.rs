@@ -18,7 +18,7 @@ pub enum DataspaceKind {
     Null,
 }
 
-/// A dataspace: rank, current and maximum dimensions.
+/// A dataspace (spec "IV.A.2.b"): rank, current and maximum dimensions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dataspace {
     pub kind: DataspaceKind,

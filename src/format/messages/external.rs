@@ -20,7 +20,7 @@ pub struct ExternalSlot {
     pub size: u64,
 }
 
-/// The external data files message.
+/// The external data files message (spec "IV.A.2.h").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExternalFileList {
     /// Address of the local heap holding the names.

@@ -34,7 +34,7 @@ pub enum FillTime {
     IfSet,
 }
 
-/// A fill value message (either kind).
+/// A fill value message (either kind; spec "IV.A.2.e" and "IV.A.2.f").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FillValue {
     pub alloc_time: AllocTime,

@@ -42,7 +42,7 @@ impl FilterSpec {
     }
 }
 
-/// The filter pipeline.
+/// The filter pipeline (spec "IV.A.2.l").
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct FilterPipeline {
     pub filters: Vec<FilterSpec>,

@@ -92,7 +92,7 @@ pub enum LayoutClass {
     },
 }
 
-/// The data layout message.
+/// The data layout message (spec "IV.A.2.i").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Message version (1-5). Version 5 stores filtered chunk sizes in FA/EA/BT2 index

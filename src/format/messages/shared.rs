@@ -16,7 +16,7 @@
 use crate::error::Result;
 use crate::io::{Cursor, Sizes};
 
-/// Where a shared message body lives.
+/// Where a shared message body lives (spec "IV.A.2", Shared Message versions 1-3).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SharedMessage {
     /// In the object header at this relative address (versions 1 and 2, and v3 type 2).

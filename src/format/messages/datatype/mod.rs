@@ -4,7 +4,7 @@
 //! byte, 24 class-specific bits, and the element size as a 4-byte integer. Class-specific
 //! properties follow; the classes that are built from other types (compound, enum,
 //! variable-length, array, complex) embed complete datatype messages of their members or base
-//! type, recursively. The decoder ([`decode`]) bounds that recursion with
+//! type, recursively. The decoder ([`Datatype::decode`]) bounds that recursion with
 //! [`limits::MAX_TYPE_DEPTH`](crate::format::limits::MAX_TYPE_DEPTH) and checks every count
 //! against the bytes left in the message, so a hostile message costs at most linear work.
 //!
@@ -12,7 +12,7 @@
 //! and big-endian members, and an array or enum takes the order of its base type.
 //!
 //! [`Datatype::numpy_str`] renders the type the way the fixture manifest writes numpy/h5py
-//! dtypes (see [`numpy`]), so tests can compare the two strings directly.
+//! dtypes (module `numpy`), so tests can compare the two strings directly.
 
 mod decode;
 mod numpy;
@@ -142,7 +142,7 @@ pub enum TypeClass {
     },
 }
 
-/// A datatype: class, properties and the size of one element in bytes.
+/// A datatype (spec "IV.A.2.d"): class, properties and the size of one element in bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Datatype {
     /// Datatype message version (1-5).
