@@ -4,15 +4,17 @@
 //! `dtype.str` (byte order character, kind, item size; numpy writes `|` instead of `<`/`>` for
 //! one-byte items), and the types numpy cannot express natively through h5py's check functions
 //! (`enum(...)`, `vlen-str`, `vlen(...)`, `ref(...)`). Compounds list `name:type@offset` in
-//! member order. An array of arrays stays nested (`array(2,array(3,<f4))`), as h5py's dtype
+//! member order, except the two-float `r`/`i` compounds that h5py reads as numpy complex
+//! numbers (that is how numpy complex values are stored before HDF5 2.0): those are `<c8`,
+//! `>c16`, like the complex class 11 of HDF5 2.0. An array of arrays stays nested (`array(2,array(3,<f4))`), as h5py's dtype
 //! for it is a subarray of a subarray. Time types have no numpy equivalent through h5py; they
 //! are written `time(<i8)` (order and size of the stored integer).
 
 use std::fmt::Write;
 
 use super::{
-    ByteOrder, Datatype, ReferenceKind, TypeClass, VarLenKind, REF_V4_ATTRIBUTE, REF_V4_OBJECT,
-    REF_V4_REGION,
+    ByteOrder, CompoundMember, Datatype, ReferenceKind, TypeClass, VarLenKind, REF_V4_ATTRIBUTE,
+    REF_V4_OBJECT, REF_V4_REGION,
 };
 
 /// Append the canonical string of `t` to `out`.
@@ -36,6 +38,11 @@ pub(super) fn write(t: &Datatype, out: &mut String) {
         }
         TypeClass::Opaque { .. } => {
             let _ = write!(out, "|V{size}");
+        }
+        TypeClass::Compound { members } if h5py_complex(members).is_some() => {
+            if let Some((order, part)) = h5py_complex(members) {
+                numeric(out, order, 'c', 2 * part);
+            }
         }
         TypeClass::Compound { members } => {
             out.push('{');
@@ -94,6 +101,21 @@ pub(super) fn write(t: &Datatype, out: &mut String) {
             numeric(out, order, 'c', size);
         }
     }
+}
+
+/// h5py's reading of a compound as a numpy complex number: exactly two members named `r` and
+/// `i` (its default `complex_names`), in that order, both floats of the same byte order and of
+/// 4, 8 or 16 bytes (numpy has no complex of two halves). Returns the order and the part size.
+fn h5py_complex(members: &[CompoundMember]) -> Option<(ByteOrder, u32)> {
+    let [re, im] = members else { return None };
+    let float = |m: &CompoundMember| match m.dtype.class {
+        TypeClass::FloatingPoint { order, .. } => Some((order, m.dtype.size)),
+        _ => None,
+    };
+    let (order, size) = float(re)?;
+    let same = float(im)? == (order, size);
+    (re.name == "r" && im.name == "i" && same && matches!(size, 4 | 8 | 16))
+        .then_some((order, size))
 }
 
 /// numpy's `dtype.str` of a number: order character, kind, size in bytes.

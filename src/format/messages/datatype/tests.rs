@@ -115,11 +115,12 @@ fn real_types_latest() {
              0800",
             "{a:<i2@0,b:{x:>f4@0,y:|S3@4}@2,c:array(2,<u2)@9,d:vlen-str@13}",
         ),
-        // numpy complex64 as h5py writes it: a compound of r and i, which stays a compound.
+        // numpy complex64 as h5py writes it: a compound of r and i, which h5py reads back as
+        // complex (the fixture manifest says `<c8`).
         (
             "560200000800000072000011201f000400000000002000170800177f00000069000411201f00\
              0400000000002000170800177f000000",
-            "{r:<f4@0,i:<f4@4}",
+            "<c8",
         ),
     ];
     for (h, want) in cases {
@@ -503,4 +504,46 @@ fn mutated_real_messages_never_panic() {
             );
         }
     }
+}
+
+#[test]
+fn compounds_that_h5py_reads_as_complex() {
+    let member = |name: &str, t: Datatype, offset: u32| CompoundMember {
+        name: name.into(),
+        offset,
+        dtype: t,
+    };
+    let f = |size: u32, order: ByteOrder| Datatype {
+        version: 1,
+        size,
+        class: TypeClass::FloatingPoint {
+            order,
+            sign_location: 0,
+            bit_offset: 0,
+            precision: 8 * size as u16,
+            exponent_location: 0,
+            exponent_size: 0,
+            mantissa_location: 0,
+            mantissa_size: 0,
+            exponent_bias: 0,
+        },
+    };
+    let compound = |members: Vec<CompoundMember>| Datatype {
+        version: 1,
+        size: members.iter().map(|m| m.dtype.size).sum(),
+        class: TypeClass::Compound { members },
+    };
+    let (le, be) = (ByteOrder::Little, ByteOrder::Big);
+    let c = |a: &str, ta, b: &str, tb: Datatype| {
+        compound(vec![member(a, ta, 0), member(b, tb, 8)]).numpy_str()
+    };
+    assert_eq!(c("r", f(8, be), "i", f(8, be)), ">c16");
+    assert_eq!(c("r", f(16, le), "i", f(16, le)), "<c32");
+    // Not complex for h5py: wrong names or order, mixed byte order, halves, integers.
+    assert_eq!(c("i", f(4, le), "r", f(4, le)), "{i:<f4@0,r:<f4@8}");
+    assert_eq!(c("R", f(4, le), "I", f(4, le)), "{R:<f4@0,I:<f4@8}");
+    assert_eq!(c("r", f(4, le), "i", f(4, be)), "{r:<f4@0,i:>f4@8}");
+    assert_eq!(c("r", f(2, le), "i", f(2, le)), "{r:<f2@0,i:<f2@8}");
+    let i4 = parse(&int(1, 4, true, false)).unwrap();
+    assert_eq!(c("r", i4.clone(), "i", i4), "{r:<i4@0,i:<i4@8}");
 }
