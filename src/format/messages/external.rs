@@ -16,7 +16,7 @@ pub struct ExternalSlot {
     pub name_offset: u64,
     /// Byte offset in the external file where the segment starts.
     pub file_offset: u64,
-    /// Size of the segment in bytes (`u64::MAX`-like "unlimited" is stored as all ones).
+    /// Size of the segment in bytes; `u64::MAX` for "unlimited" (stored as all ones).
     pub size: u64,
 }
 
@@ -46,12 +46,23 @@ impl ExternalFileList {
         if used.saturating_mul(slot_len) > c.remaining() {
             return Err(c.truncated());
         }
+        // "Unlimited" is all ones of the length width; normalise it to u64::MAX.
+        let all_ones = match sizes.length {
+            w @ 1..=8 => Some(u64::MAX >> (64 - 8 * w as u32)),
+            _ => None,
+        };
         let mut slots = Vec::with_capacity(used);
         for _ in 0..used {
+            let (name_offset, file_offset) = (c.length(sizes)?, c.length(sizes)?);
+            let size = c.length(sizes)?;
             slots.push(ExternalSlot {
-                name_offset: c.length(sizes)?,
-                file_offset: c.length(sizes)?,
-                size: c.length(sizes)?,
+                name_offset,
+                file_offset,
+                size: if Some(size) == all_ones {
+                    u64::MAX
+                } else {
+                    size
+                },
             });
         }
         Ok(ExternalFileList { heap_addr, slots })
@@ -112,7 +123,7 @@ mod tests {
         let e = ExternalFileList::parse(&b, 0, sizes).unwrap();
         assert_eq!(e.heap_addr, 0x10);
         assert_eq!(e.slots[0].file_offset, 0x100);
-        assert_eq!(e.slots[0].size, 0xffff);
+        assert_eq!(e.slots[0].size, u64::MAX); // all ones of 2 bytes: unlimited
         assert!(ExternalFileList::parse(&[2, 0, 0, 0, 0, 0, 0, 0], 0, sizes).is_err());
         // More slots used than allocated; 65535 slots in a few bytes.
         assert!(ExternalFileList::parse(&[1, 0, 0, 0, 1, 0, 2, 0], 0, sizes).is_err());
