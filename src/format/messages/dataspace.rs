@@ -71,15 +71,14 @@ impl Dataspace {
         }
         let dims = lengths(&mut c, rank, sizes)?;
         let max_dims = if flags & FLAG_MAX_DIMS != 0 {
-            let w = sizes.length as usize;
-            let all_ones = if w >= 8 {
-                u64::MAX
-            } else {
-                (1u64 << (8 * w)) - 1
+            // "Unlimited" is all ones of the length width.
+            let all_ones = match sizes.length {
+                w @ 1..=8 => Some(u64::MAX >> (64 - 8 * w as u32)),
+                _ => None,
             };
             let mut max = lengths(&mut c, rank, sizes)?;
             for m in &mut max {
-                if *m == all_ones {
+                if Some(*m) == all_ones {
                     *m = UNLIMITED;
                 }
             }
