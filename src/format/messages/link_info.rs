@@ -1,7 +1,17 @@
-//! Link info message (0x0002): where a new-style group keeps dense links.
+//! Link info message (0x0002, spec "IV.A.2.c"): where a new-style group keeps dense links.
+//!
+//! Layout: version 0, flags (bit 0 creation order tracked, bit 1 indexed), the 8-byte maximum
+//! creation index when tracked, the fractal heap address, the v2 B-tree (type 5) address over
+//! name hashes and, when indexed, the v2 B-tree (type 6) address over creation order. Both
+//! first addresses are undefined while the group's links are compact (in its header).
 
 use crate::error::Result;
-use crate::io::Sizes;
+use crate::io::{Cursor, Sizes};
+
+/// Flag bit 0: creation order is tracked.
+pub const TRACK_ORDER: u8 = 0x01;
+/// Flag bit 1: creation order is indexed.
+pub const INDEX_ORDER: u8 = 0x02;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkInfo {
@@ -20,7 +30,69 @@ pub struct LinkInfo {
 
 impl LinkInfo {
     pub fn parse(data: &[u8], addr: u64, sizes: Sizes) -> Result<LinkInfo> {
-        let _ = (data, addr, sizes);
-        Err(crate::error::Error::unsupported("link info", "not implemented yet"))
+        let mut c = Cursor::new(data, addr, "link info message");
+        super::expect_version(&mut c, &[0])?;
+        let flags = c.u8()?;
+        if flags & !(TRACK_ORDER | INDEX_ORDER) != 0 {
+            return Err(c.corrupt(format!("reserved flag bits set ({flags:#04x})")));
+        }
+        let track_order = flags & TRACK_ORDER != 0;
+        let index_order = flags & INDEX_ORDER != 0;
+        let max_creation_index = if track_order { Some(c.u64()?) } else { None };
+        let heap_addr = c.offset(sizes)?;
+        let name_btree_addr = c.offset(sizes)?;
+        let order_btree_addr = if index_order {
+            Some(c.offset(sizes)?)
+        } else {
+            None
+        };
+        Ok(LinkInfo {
+            track_order,
+            index_order,
+            max_creation_index,
+            heap_addr,
+            name_btree_addr,
+            order_btree_addr,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::UNDEFINED_ADDR;
+
+    #[test]
+    fn compact_untracked() {
+        let mut d = vec![0, 0];
+        d.extend_from_slice(&[0xff; 16]);
+        let li = LinkInfo::parse(&d, 0, Sizes::DEFAULT).unwrap();
+        assert!(!li.track_order && !li.index_order);
+        assert_eq!(li.heap_addr, UNDEFINED_ADDR);
+        assert_eq!(li.name_btree_addr, UNDEFINED_ADDR);
+        assert_eq!(li.order_btree_addr, None);
+    }
+
+    #[test]
+    fn dense_indexed_4byte_offsets() {
+        let mut d = vec![0, 3];
+        d.extend_from_slice(&12u64.to_le_bytes());
+        for a in [0x100u32, 0x200, 0x300] {
+            d.extend_from_slice(&a.to_le_bytes());
+        }
+        let s4 = Sizes {
+            offset: 4,
+            length: 8,
+        };
+        let li = LinkInfo::parse(&d, 0, s4).unwrap();
+        assert_eq!(li.max_creation_index, Some(12));
+        assert_eq!(
+            (li.heap_addr, li.name_btree_addr, li.order_btree_addr),
+            (0x100, 0x200, Some(0x300))
+        );
+        // Truncated and bad version.
+        assert!(LinkInfo::parse(&d[..d.len() - 1], 0, s4).is_err());
+        d[0] = 1;
+        assert!(LinkInfo::parse(&d, 0, s4).is_err());
     }
 }

@@ -20,7 +20,7 @@ pub mod sohm_table;
 pub mod symbol_table;
 
 use crate::error::Result;
-use crate::io::Sizes;
+use crate::io::{Cursor, Sizes};
 
 /// Message type numbers.
 pub mod types {
@@ -77,6 +77,88 @@ pub enum Message {
 /// Decode a message body of type `mtype`. Shared messages (flag bit 1) must be resolved by the
 /// caller first with [`shared::SharedMessage::parse`]; this function sees only real bodies.
 pub fn parse(mtype: u16, data: &[u8], addr: u64, sizes: Sizes) -> Result<Message> {
-    let _ = (data, addr, sizes);
-    Ok(Message::Other(mtype))
+    Ok(match mtype {
+        types::DATASPACE => Message::Dataspace(dataspace::Dataspace::parse(data, addr, sizes)?),
+        types::LINK_INFO => Message::LinkInfo(link_info::LinkInfo::parse(data, addr, sizes)?),
+        types::DATATYPE => Message::Datatype(datatype::Datatype::parse(data, addr, sizes)?),
+        types::FILL_VALUE_OLD => Message::FillValue(fill_value::FillValue::parse_old(data, addr)?),
+        types::FILL_VALUE => Message::FillValue(fill_value::FillValue::parse(data, addr, sizes)?),
+        types::LINK => Message::Link(link::Link::parse(data, addr, sizes)?),
+        types::EXTERNAL_FILES => {
+            Message::ExternalFiles(external::ExternalFileList::parse(data, addr, sizes)?)
+        }
+        types::LAYOUT => Message::Layout(layout::Layout::parse(data, addr, sizes)?),
+        types::GROUP_INFO => Message::GroupInfo(group_info::GroupInfo::parse(data, addr)?),
+        types::FILTER_PIPELINE => {
+            Message::FilterPipeline(filter_pipeline::FilterPipeline::parse(data, addr, sizes)?)
+        }
+        types::ATTRIBUTE => {
+            Message::Attribute(attribute::AttributeMessage::parse(data, addr, sizes)?)
+        }
+        types::COMMENT => Message::Comment(comment::Comment::parse(data, addr)?),
+        types::MTIME_OLD => {
+            Message::ModificationTime(mtime::ModificationTime::parse_old(data, addr)?)
+        }
+        types::SOHM_TABLE => Message::SohmTable(sohm_table::SohmTable::parse(data, addr, sizes)?),
+        types::SYMBOL_TABLE => {
+            Message::SymbolTable(symbol_table::SymbolTableMessage::parse(data, addr, sizes)?)
+        }
+        types::MTIME => Message::ModificationTime(mtime::ModificationTime::parse(data, addr)?),
+        types::ATTRIBUTE_INFO => {
+            Message::AttributeInfo(attribute_info::AttributeInfo::parse(data, addr, sizes)?)
+        }
+        types::REFCOUNT => Message::RefCount(parse_refcount(data, addr)?),
+        other => Message::Other(other),
+    })
+}
+
+/// Object reference count message (0x0016, spec "IV.A.2.w"): version 0, then a 4-byte count.
+pub fn parse_refcount(data: &[u8], addr: u64) -> Result<u32> {
+    let mut c = Cursor::new(data, addr, "reference count message");
+    let version = c.u8()?;
+    if version != 0 {
+        return Err(c.corrupt(format!("unknown version {version}")));
+    }
+    c.u32()
+}
+
+/// Check a message's version byte against the versions a decoder knows.
+pub(crate) fn expect_version(c: &mut Cursor<'_>, known: &[u8]) -> Result<u8> {
+    let v = c.u8()?;
+    if known.contains(&v) {
+        Ok(v)
+    } else {
+        Err(c.corrupt(format!("unknown version {v}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatch_own_messages() {
+        let s = Sizes::DEFAULT;
+        assert!(matches!(
+            parse(types::REFCOUNT, &[0, 3, 0, 0, 0], 0, s).unwrap(),
+            Message::RefCount(3)
+        ));
+        assert!(parse(types::REFCOUNT, &[1, 3, 0, 0, 0], 0, s).is_err());
+        assert!(matches!(
+            parse(types::COMMENT, b"hi\0", 0, s).unwrap(),
+            Message::Comment(comment::Comment(ref t)) if t == "hi"
+        ));
+        assert!(matches!(
+            parse(types::MTIME, &[1, 0, 0, 0, 10, 0, 0, 0], 0, s).unwrap(),
+            Message::ModificationTime(mtime::ModificationTime { seconds: 10 })
+        ));
+        assert!(matches!(
+            parse(types::BOGUS, &[], 0, s).unwrap(),
+            Message::Other(types::BOGUS)
+        ));
+        assert!(matches!(
+            parse(0x00ff, &[], 0, s).unwrap(),
+            Message::Other(0x00ff)
+        ));
+    }
 }

@@ -1,12 +1,27 @@
 //! Object headers, version 1 (spec "IV.A.1.a") and version 2 ("IV.A.1.b", signature `OHDR`,
 //! continuation blocks `OCHK`), with continuation chains followed up to a bound and cycles
 //! detected. Messages are returned raw; [`crate::format::messages`] decodes them.
+//!
+//! A header is a prefix plus one or more chunks of messages. Chunk 0 follows the prefix; every
+//! further chunk is announced by a continuation message (0x0010: address, length) in an
+//! earlier chunk. Chunks are visited in the order their continuation messages appear (as
+//! libhdf5 does), each address at most once, at most [`limits::MAX_CONTINUATIONS`] of them, and
+//! the total bytes read is bounded by the file length (chunks of a valid file are disjoint), so
+//! a crafted chain can neither loop nor make us allocate more than the file can back.
+//!
+//! [`v1`] and [`v2`] decode their prefix and the message headers of one chunk; the walk over
+//! chunks and the handling common to both (NIL and continuation messages dropped, unknown
+//! messages marked "fail if unknown" rejected, message count bounded) live here.
 
 pub mod v1;
 pub mod v2;
 
-use crate::error::Result;
-use crate::io::{Sizes, Storage};
+use std::collections::{HashSet, VecDeque};
+
+use crate::error::{Error, Result};
+use crate::format::limits;
+use crate::format::messages::types;
+use crate::io::{Cursor, Sizes, Storage};
 
 /// Message flag bits (spec: "Header Message Flags").
 pub mod flags {
@@ -70,11 +85,142 @@ pub struct ObjectHeader {
     pub messages: Vec<RawMessage>,
 }
 
+/// Where a chunk of messages lives, as announced by a continuation message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkRef {
+    pub addr: u64,
+    pub len: u64,
+}
+
+/// State shared by the v1 and v2 walks: the messages so far and the chunks still to visit.
+pub(crate) struct Walk {
+    header_addr: u64,
+    sizes: Sizes,
+    pub messages: Vec<RawMessage>,
+    queue: VecDeque<ChunkRef>,
+    seen: HashSet<u64>,
+    continuations: usize,
+    /// Bytes of chunks read so far, bounded by the file length.
+    bytes_read: u64,
+    byte_budget: u64,
+}
+
+impl Walk {
+    pub(crate) fn new(storage: &Storage, header_addr: u64, sizes: Sizes) -> Walk {
+        Walk {
+            header_addr,
+            sizes,
+            messages: Vec::new(),
+            queue: VecDeque::new(),
+            seen: HashSet::from([header_addr]),
+            continuations: 0,
+            bytes_read: 0,
+            byte_budget: storage.available(0),
+        }
+    }
+
+    /// Account for `len` bytes about to be read as a chunk.
+    pub(crate) fn charge(&mut self, len: u64) -> Result<()> {
+        self.bytes_read = self.bytes_read.saturating_add(len);
+        if self.bytes_read > self.byte_budget {
+            return Err(Error::limit(
+                "object header",
+                self.header_addr,
+                "chunks total more bytes than the file holds",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The next continuation chunk to read, if any.
+    pub(crate) fn next_chunk(&mut self) -> Option<ChunkRef> {
+        self.queue.pop_front()
+    }
+
+    /// Take one message found in a chunk: drop NIL, queue continuations, reject unknown
+    /// messages marked fail-if-unknown-always, keep the rest.
+    pub(crate) fn accept(&mut self, msg: RawMessage) -> Result<()> {
+        match msg.mtype {
+            types::NIL => Ok(()),
+            types::CONTINUATION => {
+                let mut c = Cursor::new(&msg.data, msg.addr, "continuation message");
+                let addr = c.offset(self.sizes)?;
+                let len = c.length(self.sizes)?;
+                self.continuations += 1;
+                if self.continuations > limits::MAX_CONTINUATIONS {
+                    return Err(Error::limit(
+                        "object header",
+                        self.header_addr,
+                        format!(
+                            "more than {} continuation chunks",
+                            limits::MAX_CONTINUATIONS
+                        ),
+                    ));
+                }
+                if !self.seen.insert(addr) {
+                    return Err(Error::corrupt(
+                        "object header",
+                        self.header_addr,
+                        format!("continuation cycle: chunk at {addr:#x} referenced twice"),
+                    ));
+                }
+                self.queue.push_back(ChunkRef { addr, len });
+                Ok(())
+            }
+            t => {
+                if !is_known(t) && msg.flags & flags::FAIL_IF_UNKNOWN_ALWAYS != 0 {
+                    return Err(Error::unsupported(
+                        "object header message",
+                        format!(
+                            "type {t:#06x} at {:#x} is unknown and marked fail-if-unknown",
+                            msg.addr
+                        ),
+                    ));
+                }
+                if self.messages.len() >= limits::MAX_MESSAGES {
+                    return Err(Error::limit(
+                        "object header",
+                        self.header_addr,
+                        format!("more than {} messages", limits::MAX_MESSAGES),
+                    ));
+                }
+                self.messages.push(msg);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Message types this reader knows (the [`types`] list: 0x0000 to 0x0017).
+pub fn is_known(mtype: u16) -> bool {
+    mtype <= types::FSINFO
+}
+
 impl ObjectHeader {
     /// Read the header at relative address `addr`, following continuations.
     pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ObjectHeader> {
-        let _ = (storage, addr, sizes);
-        Err(crate::error::Error::unsupported("object header", "not implemented yet"))
+        let mut first = [0u8; 4];
+        let n = storage.available(addr).min(4) as usize;
+        storage.read_at(addr, &mut first[..n], "object header")?;
+        if n == 4 && &first == v2::SIGNATURE {
+            v2::read(storage, addr, sizes)
+        } else if n >= 1 && first[0] == 1 {
+            v1::read(storage, addr, sizes)
+        } else if n == 0 {
+            Err(Error::Truncated {
+                what: "object header",
+                addr,
+            })
+        } else {
+            Err(Error::corrupt(
+                "object header",
+                addr,
+                format!(
+                    "neither a version 1 header nor OHDR (first byte {:#04x})",
+                    first[0]
+                ),
+            ))
+        }
     }
 
     /// Messages of one type.
@@ -85,5 +231,98 @@ impl ObjectHeader {
     /// The first message of one type.
     pub fn first(&self, mtype: u16) -> Option<&RawMessage> {
         self.messages.iter().find(|m| m.mtype == mtype)
+    }
+}
+
+/// Builders of header images for tests (here and in other modules' tests).
+#[cfg(test)]
+pub(crate) mod testutil {
+    use crate::io::checksum::lookup3;
+
+    /// A v1 message: type (2), size (2), flags, 3 reserved, body padded to 8 bytes.
+    pub fn v1_msg(mtype: u16, flags: u8, body: &[u8]) -> Vec<u8> {
+        let padded = body.len().div_ceil(8) * 8;
+        let mut v = Vec::new();
+        v.extend_from_slice(&mtype.to_le_bytes());
+        v.extend_from_slice(&(padded as u16).to_le_bytes());
+        v.extend_from_slice(&[flags, 0, 0, 0]);
+        v.extend_from_slice(body);
+        v.resize(8 + padded, 0);
+        v
+    }
+
+    /// A v1 header prefix (16 bytes) followed by the chunk-0 messages.
+    pub fn v1_header(nmsgs: u16, refcount: u32, msgs: &[u8]) -> Vec<u8> {
+        let mut v = vec![1, 0];
+        v.extend_from_slice(&nmsgs.to_le_bytes());
+        v.extend_from_slice(&refcount.to_le_bytes());
+        v.extend_from_slice(&(msgs.len() as u32).to_le_bytes());
+        v.extend_from_slice(&[0; 4]);
+        v.extend_from_slice(msgs);
+        v
+    }
+
+    /// A v2 message header and body; `order` adds the 2-byte creation order field.
+    pub fn v2_msg(mtype: u8, flags: u8, order: Option<u16>, body: &[u8]) -> Vec<u8> {
+        let mut v = vec![mtype];
+        v.extend_from_slice(&(body.len() as u16).to_le_bytes());
+        v.push(flags);
+        if let Some(o) = order {
+            v.extend_from_slice(&o.to_le_bytes());
+        }
+        v.extend_from_slice(body);
+        v
+    }
+
+    /// A v2 header: `OHDR`, version 2, `hflags` (chunk-0 size width from bits 0-1), optional
+    /// times and phase change values as the flags say, the messages, then the checksum.
+    pub fn v2_header(hflags: u8, msgs: &[u8]) -> Vec<u8> {
+        let mut v = b"OHDR".to_vec();
+        v.push(2);
+        v.push(hflags);
+        if hflags & 0x20 != 0 {
+            for t in [1u32, 2, 3, 4] {
+                v.extend_from_slice(&t.to_le_bytes());
+            }
+        }
+        if hflags & 0x10 != 0 {
+            v.extend_from_slice(&12u16.to_le_bytes());
+            v.extend_from_slice(&10u16.to_le_bytes());
+        }
+        let width = 1usize << (hflags & 3);
+        v.extend_from_slice(&(msgs.len() as u64).to_le_bytes()[..width]);
+        v.extend_from_slice(msgs);
+        seal(v)
+    }
+
+    /// A v2 continuation chunk: `OCHK`, messages, checksum.
+    pub fn v2_chunk(msgs: &[u8]) -> Vec<u8> {
+        let mut v = b"OCHK".to_vec();
+        v.extend_from_slice(msgs);
+        seal(v)
+    }
+
+    /// Append the lookup3 checksum of `v`.
+    pub fn seal(mut v: Vec<u8>) -> Vec<u8> {
+        let sum = lookup3(&v, 0);
+        v.extend_from_slice(&sum.to_le_bytes());
+        v
+    }
+
+    /// A continuation message body with 8-byte address and length.
+    pub fn cont(addr: u64, len: u64) -> Vec<u8> {
+        let mut v = addr.to_le_bytes().to_vec();
+        v.extend_from_slice(&len.to_le_bytes());
+        v
+    }
+
+    /// Write `image` to a temporary file and open it as storage.
+    pub fn storage(image: &[u8]) -> (tempfile::NamedTempFile, crate::io::Storage) {
+        use std::io::Write;
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(image).unwrap();
+        f.flush().unwrap();
+        let s = crate::io::Storage::open(f.path()).unwrap();
+        (f, s)
     }
 }
