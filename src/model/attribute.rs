@@ -141,6 +141,18 @@ fn to_attribute(
 ) -> Result<Attribute> {
     let dtype = resolve_type(file, m.datatype)?;
     let space = resolve_space(file, m.dataspace)?;
+    // With a shared type or space the parser could not know the value's length: cut it now.
+    let mut data = m.data;
+    let want = AttributeMessage::value_len(&dtype, &space)
+        .ok_or_else(|| Error::corrupt("attribute", 0, format!("{}: value size overflows", m.name)))?;
+    if (data.len() as u64) < want {
+        return Err(Error::corrupt(
+            "attribute",
+            0,
+            format!("{}: value has {} bytes, type and shape need {want}", m.name, data.len()),
+        ));
+    }
+    data.truncate(want as usize);
     let shape = match space.kind {
         DataspaceKind::Null => None,
         _ => Some(space.dims.clone()),
@@ -149,14 +161,14 @@ fn to_attribute(
         TypeClass::VarLen {
             kind: VarLenKind::String { .. },
             ..
-        } => Some(read_vlen_strings(file, &m.data, dtype.size, heaps)?),
+        } => Some(read_vlen_strings(file, &data, dtype.size, heaps)?),
         _ => None,
     };
     Ok(Attribute {
         name: m.name,
         dtype,
         shape,
-        raw: m.data,
+        raw: data,
         strings,
     })
 }
