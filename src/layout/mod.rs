@@ -1,8 +1,18 @@
 //! The layout engine: a byte range of a dataset's virtual file (elements in C order, file
 //! datatype) translated into reads of compact, contiguous, external or chunked storage.
 //!
-//! For chunked data, `read_at` walks the chunks the range touches, fetches each decoded chunk
-//! through the shared [`crate::cache::ChunkCache`], and copies contiguous row runs.
+//! The byte image of a dataset is `npoints × element_size` bytes. [`DataReader::new`] checks
+//! the sizes the file states against that length (cheaply: no chunk index is walked) and picks
+//! one of four readers:
+//! * [`compact`]: the bytes are in the layout message;
+//! * [`contiguous`]: one block of the HDF5 file, read with one `pread`;
+//! * [`external`]: segments of other files, in order;
+//! * [`chunked`]: the range is cut into boxes, each box into the chunks it touches; every
+//!   decoded chunk comes through the shared [`crate::cache::ChunkCache`] and is copied out in
+//!   contiguous row runs.
+//!
+//! Storage never written (an undefined contiguous address, a chunk missing from its index)
+//! reads as the fill value, one element repeated, or zeros when there is none.
 
 pub mod chunk_index;
 pub mod chunked;
@@ -14,9 +24,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::cache::ChunkCache;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::FilterPipeline;
-use crate::format::messages::layout::Layout;
+use crate::format::messages::layout::{Layout, LayoutClass};
 use crate::io::{Sizes, Storage};
 
 /// One segment of external storage, with its file name already resolved to a path.
@@ -57,13 +67,94 @@ pub struct LayoutParams {
 #[derive(Debug)]
 pub struct DataReader {
     len: u64,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Compact(compact::Compact),
+    Contiguous(contiguous::Contiguous),
+    External(external::External),
+    Chunked(Box<chunked::Chunked>),
 }
 
 impl DataReader {
     /// Prepare a reader. Cheap: no chunk index is walked.
     pub fn new(params: LayoutParams) -> Result<DataReader> {
-        let _ = params;
-        Err(crate::error::Error::unsupported("layout", "not implemented yet"))
+        let id = params.cache_id;
+        let es = params.element_size as u64;
+        if es == 0 {
+            return Err(Error::corrupt("dataset", id, "element size is 0"));
+        }
+        let len = params.npoints.checked_mul(es).ok_or_else(|| {
+            Error::limit(
+                "dataset",
+                id,
+                format!("{} elements of {es} bytes overflow", params.npoints),
+            )
+        })?;
+        if !params.dims.is_empty() {
+            let product = params.dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+            if product != Some(params.npoints) {
+                return Err(Error::corrupt(
+                    "dataspace",
+                    id,
+                    format!(
+                        "dimensions {:?} do not hold {} elements",
+                        params.dims, params.npoints
+                    ),
+                ));
+            }
+        }
+        if let Some(f) = &params.fill {
+            if f.len() as u64 != es {
+                return Err(Error::corrupt(
+                    "fill value",
+                    id,
+                    format!("{} bytes for an element of {es} bytes", f.len()),
+                ));
+            }
+        }
+        let kind = if let Some(segments) = &params.external {
+            Kind::External(external::External::new(segments.clone(), len, id)?)
+        } else {
+            match &params.layout.class {
+                LayoutClass::Compact { data } => {
+                    Kind::Compact(compact::Compact::new(data.clone(), len, id)?)
+                }
+                LayoutClass::Contiguous { addr, size } => {
+                    Kind::Contiguous(contiguous::Contiguous::new(&params, *addr, *size, len)?)
+                }
+                LayoutClass::Chunked(c) => {
+                    Kind::Chunked(Box::new(chunked::Chunked::new(&params, c)?))
+                }
+                LayoutClass::Virtual { .. } => {
+                    return Err(Error::unsupported(
+                        "virtual dataset layout",
+                        format!("dataset at {id:#x}"),
+                    ))
+                }
+            }
+        };
+        Ok(DataReader { len, kind })
+    }
+
+    /// A reader for a chunked dataset that uses `index` instead of opening the index its layout
+    /// message describes (for tests and tools that hold an index already).
+    pub fn with_chunk_index(
+        params: LayoutParams,
+        index: Box<dyn chunk_index::ChunkIndex>,
+    ) -> Result<DataReader> {
+        if params.external.is_some() || !matches!(params.layout.class, LayoutClass::Chunked(_)) {
+            return Err(Error::Invalid(
+                "with_chunk_index needs a chunked layout".into(),
+            ));
+        }
+        let reader = DataReader::new(params)?;
+        if let Kind::Chunked(c) = &reader.kind {
+            c.set_index(index);
+        }
+        Ok(reader)
     }
 
     /// Size of the virtual file: npoints × element size.
@@ -79,7 +170,65 @@ impl DataReader {
     /// Fill `buf` with the bytes at `offset`; returns the number of bytes written (short only
     /// at the end of the data).
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let _ = (offset, buf);
-        Err(crate::error::Error::unsupported("layout", "not implemented yet"))
+        if offset >= self.len || buf.is_empty() {
+            return Ok(0);
+        }
+        // Fits in usize: it is at most buf.len().
+        let n = (self.len - offset).min(buf.len() as u64) as usize;
+        let buf = &mut buf[..n];
+        match &self.kind {
+            Kind::Compact(r) => r.read(offset, buf),
+            Kind::Contiguous(r) => r.read(offset, buf),
+            Kind::External(r) => r.read(offset, buf),
+            Kind::Chunked(r) => r.read(offset, buf),
+        }?;
+        Ok(n)
+    }
+}
+
+/// Fill `buf`, which holds the image bytes starting at `image_offset`, with the fill value
+/// (`None`: zeros). The element pattern is aligned on element boundaries of the image.
+pub(crate) fn fill_pattern(buf: &mut [u8], image_offset: u64, fill: Option<&[u8]>) {
+    let pat = match fill {
+        Some(p) if !p.is_empty() && p.iter().any(|&b| b != 0) => p,
+        _ => {
+            buf.fill(0);
+            return;
+        }
+    };
+    let es = pat.len();
+    let phase = (image_offset % es as u64) as usize;
+    let first = es.min(buf.len());
+    for (i, b) in buf[..first].iter_mut().enumerate() {
+        *b = pat[(phase + i) % es];
+    }
+    // Double the filled prefix: it always holds whole periods, so copies keep the phase.
+    let mut filled = first;
+    while filled < buf.len() {
+        let k = filled.min(buf.len() - filled);
+        buf.copy_within(0..k, filled);
+        filled += k;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_pattern_keeps_element_phase() {
+        let mut b = [0u8; 7];
+        fill_pattern(&mut b, 5, Some(&[1, 2, 3]));
+        // Image offset 5 is byte 2 of element 1.
+        assert_eq!(b, [3, 1, 2, 3, 1, 2, 3]);
+        let mut z = [9u8; 4];
+        fill_pattern(&mut z, 1, None);
+        assert_eq!(z, [0; 4]);
+        let mut long = vec![0u8; 1000];
+        fill_pattern(&mut long, 0, Some(&[1, 2, 3, 4, 5, 6, 7]));
+        assert!(long
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| v as usize == i % 7 + 1));
     }
 }
