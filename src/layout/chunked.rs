@@ -144,11 +144,11 @@ fn decompose(dims: &[u64], strides: &[u64], a: u64, b: u64) -> Vec<Region> {
         }
     }
     // Then take whole slabs, outermost first.
-    for j in level..m {
-        let n = (b - cur) / strides[j];
+    for (j, &stride) in strides.iter().enumerate().skip(level) {
+        let n = (b - cur) / stride;
         if n > 0 {
             out.push(region(cur, j, n));
-            cur += n * strides[j];
+            cur += n * stride;
         }
     }
     out
@@ -361,12 +361,12 @@ impl Chunked {
         let m = g.dims.len();
         let last = m - 1;
         let mut linear = 0u64;
-        for j in 0..m {
-            let cs = cc[j] * g.chunk[j];
+        for (j, &c) in cc.iter().enumerate() {
+            let cs = c * g.chunk[j];
             s.a[j] = r.start[j].max(cs);
             // Inclusive upper corner of the intersection.
             s.b[j] = (r.start[j] + r.count[j]).min(cs.saturating_add(g.chunk[j])) - 1;
-            linear += cc[j] * g.nstrides[j];
+            linear += c * g.nstrides[j];
         }
         let chunk = self
             .cache
@@ -378,9 +378,9 @@ impl Chunked {
         loop {
             let mut img = 0u64;
             let mut chk = 0u64;
-            for j in 0..m {
-                img += s.idx[j] * g.strides[j];
-                chk += (s.idx[j] - cc[j] * g.chunk[j]) * g.cstrides[j];
+            for (j, &i) in s.idx.iter().enumerate() {
+                img += i * g.strides[j];
+                chk += (i - cc[j] * g.chunk[j]) * g.cstrides[j];
             }
             let img_lo = img * es;
             let lo = img_lo.max(offset);

@@ -214,6 +214,141 @@ pub(crate) fn fill_pattern(buf: &mut [u8], image_offset: u64, fill: Option<&[u8]
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::messages::layout::{ChunkIndexSpec, ChunkedLayout};
+    use crate::layout::chunk_index::{ChunkIndex, ChunkRecord};
+    use serde_json::Value;
+    use std::collections::HashMap;
+
+    /// A chunk index fed from libhdf5's own chunk list (H5Dget_chunk_info).
+    #[derive(Debug)]
+    struct ListIndex(HashMap<Vec<u64>, ChunkRecord>);
+
+    impl ChunkIndex for ListIndex {
+        fn lookup(&self, coords: &[u64]) -> Result<Option<ChunkRecord>> {
+            Ok(self.0.get(coords).copied())
+        }
+    }
+
+    fn u64s(v: &Value) -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect()
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len() / 2)
+            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Compare whole and pseudo-random range reads with h5py's bytes for every dataset of the
+    /// manifest written by `testdata/make_fixtures.py`. Skipped unless
+    /// `H5MOUNT_LAYOUT_FIXTURES` names that manifest.
+    #[test]
+    fn real_files() {
+        let Ok(manifest) = std::env::var("H5MOUNT_LAYOUT_FIXTURES") else {
+            return;
+        };
+        let entries: Vec<Value> =
+            serde_json::from_str(&std::fs::read_to_string(manifest).unwrap()).unwrap();
+        let cache = Arc::new(ChunkCache::new(1 << 16));
+        for (n, e) in entries.iter().enumerate() {
+            let what = format!("{} {}", e["file"], e["name"]);
+            let storage = Storage::open(std::path::Path::new(e["file"].as_str().unwrap()))
+                .unwrap()
+                .with_base(e["userblock"].as_u64().unwrap());
+            let dims = u64s(&e["dims"]);
+            let es = e["element_size"].as_u64().unwrap() as u32;
+            let mut external = None;
+            let mut index = None;
+            let class = match e["kind"].as_str().unwrap() {
+                "contiguous" => LayoutClass::Contiguous {
+                    addr: e["addr"].as_u64().unwrap(),
+                    size: e["size"].as_u64().unwrap(),
+                },
+                "compact" => LayoutClass::Compact {
+                    data: hex(e["data"].as_str().unwrap()),
+                },
+                "external" => {
+                    let segs = e["external"].as_array().unwrap();
+                    external = Some(
+                        segs.iter()
+                            .map(|s| ExternalSegment {
+                                path: s[0].as_str().unwrap().into(),
+                                offset: s[1].as_u64().unwrap(),
+                                size: s[2].as_u64().unwrap(),
+                            })
+                            .collect(),
+                    );
+                    LayoutClass::Contiguous {
+                        addr: u64::MAX,
+                        size: 0,
+                    }
+                }
+                _ => {
+                    let mut map = HashMap::new();
+                    for c in e["chunks"].as_array().unwrap() {
+                        let rec = ChunkRecord {
+                            addr: c["addr"].as_u64().unwrap(),
+                            size: c["size"].as_u64().unwrap(),
+                            filter_mask: c["mask"].as_u64().unwrap() as u32,
+                        };
+                        map.insert(u64s(&c["coords"]), rec);
+                    }
+                    index = Some(Box::new(ListIndex(map)) as Box<dyn ChunkIndex>);
+                    LayoutClass::Chunked(ChunkedLayout {
+                        flags: 0,
+                        chunk_dims: u64s(&e["chunk_dims"]),
+                        element_size: es,
+                        index: ChunkIndexSpec::BtreeV1 { addr: 0 },
+                    })
+                }
+            };
+            let params = LayoutParams {
+                storage,
+                sizes: Sizes::DEFAULT,
+                layout: Layout {
+                    version: 3,
+                    class,
+                    legacy_dims: None,
+                },
+                npoints: dims.iter().product(),
+                max_dims: u64s(&e["max_dims"]),
+                dims,
+                element_size: es,
+                fill: e["fill"].as_str().map(hex),
+                filters: FilterPipeline::default(),
+                external,
+                cache: cache.clone(),
+                cache_id: n as u64,
+            };
+            let reader = match index {
+                Some(i) => DataReader::with_chunk_index(params, i),
+                None => DataReader::new(params),
+            }
+            .unwrap();
+            let expect = std::fs::read(e["expect"].as_str().unwrap()).unwrap();
+            assert_eq!(reader.len(), expect.len() as u64, "{what}");
+            let mut all = vec![0u8; expect.len() + 5];
+            assert_eq!(reader.read_at(0, &mut all).unwrap(), expect.len(), "{what}");
+            assert!(all[..expect.len()] == expect[..], "{what}: whole read");
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            for _ in 0..200 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let off = (x % (expect.len() as u64 + 1)) as usize;
+                let n = ((x >> 32) % 300) as usize;
+                let mut b = vec![0u8; n];
+                let got = reader.read_at(off as u64, &mut b).unwrap();
+                let want = &expect[off..(off + n).min(expect.len())];
+                assert!(&b[..got] == want, "{what}: {off}+{n}");
+            }
+        }
+        eprintln!("{} real datasets match h5py", entries.len());
+    }
 
     #[test]
     fn fill_pattern_keeps_element_phase() {
