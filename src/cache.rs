@@ -3,7 +3,7 @@
 //!
 //! Mechanism. One mutex guards the LRU list (the `lru` crate, unbounded in entries; we evict
 //! by summed chunk bytes) and a table of loads in flight. A miss either finds a load in flight
-//! for its key and waits on that load's [`Slot`] (a mutex + condvar holding the outcome), or
+//! for its key and waits on that load's `Slot` (a mutex + condvar holding the outcome), or
 //! registers a new slot and runs the loader *outside* the cache lock. The loader's outcome is
 //! published to every waiter; a success is inserted into the LRU if it fits, an error is handed
 //! to the waiters (as a structural copy, since [`Error`] is not `Clone`) and never cached. A

@@ -7,13 +7,13 @@
 //! 1. Bytes → elements: `[offset, end)` becomes the element range `[e0, e1)` covering it (the
 //!    first and last elements may be partial; each copy is clipped to the byte range).
 //! 2. Elements → boxes: a range of C-order positions is the union of at most `2·rank − 1`
-//!    disjoint boxes ([`decompose`]): partial rows completing the trailing dimensions, one
+//!    disjoint boxes (`decompose`): partial rows completing the trailing dimensions, one
 //!    slab of whole planes, then the partial rows that end the range.
 //! 3. Boxes → chunks: every chunk a box touches is fetched once for that box, through the
 //!    shared cache (key: dataset id, linear chunk number in the chunk grid), and the
 //!    box ∩ chunk intersection is copied out row run by row run.
 //!
-//! Row runs are made long by merging trailing dimensions first ([`Geometry`]): if a chunk
+//! Row runs are made long by merging trailing dimensions first (`Geometry`): if a chunk
 //! spans the whole of dimension `j+1` (chunk dim = dataset dim), dimensions `j` and `j+1` are
 //! one dimension for copying, both in the chunk and in the dataset. A dataset whose chunks
 //! are whole rows thus copies whole chunks with one `memcpy`.

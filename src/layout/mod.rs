@@ -350,6 +350,78 @@ mod tests {
         eprintln!("{} real datasets match h5py", entries.len());
     }
 
+    fn params(class: LayoutClass, dims: Vec<u64>, es: u32, fill: Option<Vec<u8>>) -> LayoutParams {
+        // The open file outlives its directory, which is removed on return.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.bin");
+        std::fs::write(&path, (0u8..64).collect::<Vec<_>>()).unwrap();
+        let storage = Storage::open(&path).unwrap();
+        LayoutParams {
+            storage,
+            sizes: Sizes::DEFAULT,
+            layout: Layout {
+                version: 3,
+                class,
+                legacy_dims: None,
+            },
+            npoints: dims
+                .iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(d))
+                .unwrap_or(u64::MAX),
+            max_dims: dims.clone(),
+            dims,
+            element_size: es,
+            fill,
+            filters: FilterPipeline::default(),
+            external: None,
+            cache: Arc::new(ChunkCache::new(0)),
+            cache_id: 0x1234,
+        }
+    }
+
+    #[test]
+    fn contiguous_reads_fills_and_checks() {
+        let c = |addr, size| LayoutClass::Contiguous { addr, size };
+        let r = DataReader::new(params(c(10, 12), vec![3, 2], 2, None)).unwrap();
+        let mut b = [0u8; 20];
+        assert_eq!(r.read_at(3, &mut b).unwrap(), 9);
+        assert_eq!(&b[..9], &(13u8..22).collect::<Vec<_>>()[..]);
+        assert_eq!(r.read_at(12, &mut b).unwrap(), 0);
+        // Never allocated: the fill value, element-aligned.
+        let r = DataReader::new(params(c(u64::MAX, 0), vec![4], 2, Some(vec![1, 2]))).unwrap();
+        assert_eq!(r.read_at(1, &mut b).unwrap(), 7);
+        assert_eq!(&b[..7], &[2, 1, 2, 1, 2, 1, 2]);
+        // A block smaller than the dataset, or one past the end of the file.
+        assert!(DataReader::new(params(c(0, 11), vec![3, 2], 2, None)).is_err());
+        let r = DataReader::new(params(c(60, 12), vec![3, 2], 2, None)).unwrap();
+        assert!(matches!(r.read_at(0, &mut b), Err(Error::Truncated { .. })));
+    }
+
+    #[test]
+    fn new_rejects_bad_sizes_and_virtual() {
+        let c = LayoutClass::Contiguous { addr: 0, size: 0 };
+        let big = params(c.clone(), vec![1 << 40, 1 << 30], 8, None);
+        assert!(matches!(
+            DataReader::new(big),
+            Err(Error::Limit { addr: 0x1234, .. })
+        ));
+        let mut p = params(c.clone(), vec![2], 8, None);
+        p.npoints = 3;
+        assert!(matches!(DataReader::new(p), Err(Error::Corrupt { .. })));
+        let fill = params(c.clone(), vec![2], 8, Some(vec![1]));
+        assert!(matches!(DataReader::new(fill), Err(Error::Corrupt { .. })));
+        let v = LayoutClass::Virtual {
+            heap_addr: 0,
+            index: 0,
+        };
+        let e = DataReader::new(params(v, vec![2], 8, None)).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }));
+        let compact = LayoutClass::Compact { data: vec![5; 8] };
+        let r = DataReader::new(params(compact, vec![], 8, None)).unwrap();
+        let mut b = [0u8; 9];
+        assert_eq!(r.read_at(0, &mut b).unwrap(), 8);
+    }
+
     #[test]
     fn fill_pattern_keeps_element_phase() {
         let mut b = [0u8; 7];
