@@ -51,14 +51,35 @@ def contiguous(path, ds, userblock=0):
            size=ds.id.get_storage_size())
 
 
-def chunked(path, ds, userblock=0):
+def filters_of(ds):
+    dcpl = ds.id.get_create_plist()
+    out = []
+    for i in range(dcpl.get_nfilters()):
+        code, flags, values, _name = dcpl.get_filter(i)
+        out.append([code, flags, list(values)])
+    return out
+
+
+def chunked(path, ds, userblock=0, layout_flags=0):
     chunks = []
     for i in range(ds.id.get_num_chunks()):
         info = ds.id.get_chunk_info(i)
         coords = [o // c for o, c in zip(info.chunk_offset, ds.chunks)]
         chunks.append(dict(coords=coords, addr=info.byte_offset - userblock,
                            size=info.size, mask=info.filter_mask))
-    record(path, ds, "chunked", userblock, chunk_dims=list(ds.chunks), chunks=chunks)
+    record(path, ds, "chunked", userblock, chunk_dims=list(ds.chunks), chunks=chunks,
+           filters=filters_of(ds), layout_flags=layout_flags)
+
+
+def partial_edge_raw(dcpl):
+    """H5Pset_chunk_opts(dcpl, H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS): h5py has no wrapper."""
+    import ctypes
+    import glob
+    libdir = os.path.join(os.path.dirname(h5py.__file__), os.pardir, "h5py.libs")
+    libs = glob.glob(os.path.join(libdir, "libhdf5-*.so*"))
+    lib = ctypes.CDLL(libs[0]) if libs else ctypes.CDLL("libhdf5.so")
+    lib.H5Pset_chunk_opts.argtypes = [ctypes.c_int64, ctypes.c_uint]
+    assert lib.H5Pset_chunk_opts(dcpl.id, 0x0002) >= 0
 
 
 for libver in ["earliest", "latest"]:
@@ -95,6 +116,30 @@ for libver in ["earliest", "latest"]:
         for n in ["k1", "k2", "k3", "k3sparse", "kbig", "kresized", "kunlim1"]:
             chunked(p, f[n])
         record(p, f["compact"], "compact", data=f["compact"][()].tobytes().hex())
+
+# Filtered chunks: deflate + shuffle (+ fletcher32), LZF on random bytes (chunks it cannot
+# shrink are stored raw with filter-mask bit 0 set), and partial edge chunks left unfiltered.
+p = os.path.join(out, "layout_filtered.h5")
+with h5py.File(p, "w", libver=("v114", "v114")) as f:
+    f.create_dataset("deflate", data=np.arange(2000, dtype="i4").reshape(40, 50) % 97,
+                     chunks=(16, 16), compression="gzip", shuffle=True, fletcher32=True)
+    noise = np.concatenate([rng.integers(0, 256, 3000, dtype="u1"), np.zeros(3000, "u1")])
+    f.create_dataset("lzf", data=noise, chunks=(700,), compression="lzf")
+    for name, raw_edges in [("edges_raw", True), ("edges_filtered", False)]:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((8, 6))
+        dcpl.set_shuffle()
+        dcpl.set_deflate(6)
+        if raw_edges:
+            partial_edge_raw(dcpl)
+        space = h5py.h5s.create_simple((21, 17), (21, 17))
+        h5py.h5d.create(f.id, name.encode(), h5py.h5t.STD_U16LE, space, dcpl=dcpl)
+        f[name][...] = (np.arange(21 * 17, dtype="u2").reshape(21, 17) % 50)
+with h5py.File(p, "r") as f:
+    chunked(p, f["deflate"])
+    chunked(p, f["lzf"])
+    chunked(p, f["edges_raw"], layout_flags=1)
+    chunked(p, f["edges_filtered"])
 
 # User block: addresses from libhdf5 are absolute; the engine takes relative ones.
 p = os.path.join(out, "layout_userblock.h5")
