@@ -445,6 +445,13 @@ mod tests {
     }
 
     #[test]
+    fn shareable_between_fuse_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<DataReader>();
+        send_sync::<ChunkCache>();
+    }
+
+    #[test]
     fn fill_pattern_keeps_element_phase() {
         let mut b = [0u8; 7];
         fill_pattern(&mut b, 5, Some(&[1, 2, 3]));
