@@ -323,23 +323,44 @@ impl Chunked {
         let m = g.dims.len();
         let end = offset + buf.len() as u64;
         let (e0, e1) = (offset / self.es, end.div_ceil(self.es));
-        let mut lo = vec![0u64; m];
-        let mut hi = vec![0u64; m];
+        let regions = decompose(&g.dims, &g.strides, e0, e1);
+        // The chunks each region touches: an inclusive box of chunk coordinates.
+        let spans: Vec<(Vec<u64>, Vec<u64>)> = regions
+            .iter()
+            .map(|r| {
+                let lo = (0..m).map(|j| r.start[j] / g.chunk[j]).collect();
+                let hi = (0..m)
+                    .map(|j| (r.start[j] + r.count[j] - 1) / g.chunk[j])
+                    .collect();
+                (lo, hi)
+            })
+            .collect();
+        let inside = |k: usize, cc: &[u64]| {
+            let (lo, hi) = &spans[k];
+            cc.iter()
+                .zip(lo.iter().zip(hi))
+                .all(|(c, (l, h))| l <= c && c <= h)
+        };
         let mut cc = vec![0u64; m];
         let mut scratch = Scratch {
             a: vec![0; m],
             b: vec![0; m],
             idx: vec![0; m],
         };
-        for r in decompose(&g.dims, &g.strides, e0, e1) {
-            for j in 0..m {
-                lo[j] = r.start[j] / g.chunk[j];
-                hi[j] = (r.start[j] + r.count[j] - 1) / g.chunk[j];
-            }
-            cc.copy_from_slice(&lo);
+        for (k, (lo, hi)) in spans.iter().enumerate() {
+            cc.copy_from_slice(lo);
             loop {
-                self.copy_chunk(&r, &cc, offset, buf, &mut scratch)?;
-                if !advance(&mut cc, &lo, &hi) {
+                // A chunk is fetched once per read, by the first region touching it, which
+                // also serves the later regions: an uncached chunk is not decoded again.
+                if !(0..k).any(|j| inside(j, &cc)) {
+                    let chunk = self.fetch(&cc)?;
+                    for (j, r) in regions.iter().enumerate().skip(k) {
+                        if inside(j, &cc) {
+                            self.copy_chunk(r, &cc, chunk.as_deref(), offset, buf, &mut scratch)?;
+                        }
+                    }
+                }
+                if !advance(&mut cc, lo, hi) {
                     break;
                 }
             }
@@ -347,12 +368,24 @@ impl Chunked {
         Ok(())
     }
 
-    /// Copy region `r` ∩ chunk `cc` (merged coordinates) into `buf` (image bytes from
-    /// `offset`), one row run at a time.
+    /// The decoded chunk at merged chunk coordinates `cc`, through the cache; `None` when the
+    /// chunk was never written.
+    fn fetch(&self, cc: &[u64]) -> Result<Option<Arc<[u8]>>> {
+        let linear = cc
+            .iter()
+            .zip(&self.geom.nstrides)
+            .fold(0u64, |a, (&c, &n)| a + c * n);
+        self.cache
+            .get_or_try_load((self.id, linear), || self.load(cc))
+    }
+
+    /// Copy region `r` ∩ chunk `cc` (merged coordinates), whose decoded bytes are `chunk`
+    /// (`None`: fill value), into `buf` (image bytes from `offset`), one row run at a time.
     fn copy_chunk(
         &self,
         r: &Region,
         cc: &[u64],
+        chunk: Option<&[u8]>,
         offset: u64,
         buf: &mut [u8],
         s: &mut Scratch,
@@ -360,17 +393,12 @@ impl Chunked {
         let g = &self.geom;
         let m = g.dims.len();
         let last = m - 1;
-        let mut linear = 0u64;
         for (j, &c) in cc.iter().enumerate() {
             let cs = c * g.chunk[j];
             s.a[j] = r.start[j].max(cs);
             // Inclusive upper corner of the intersection.
             s.b[j] = (r.start[j] + r.count[j]).min(cs.saturating_add(g.chunk[j])) - 1;
-            linear += c * g.nstrides[j];
         }
-        let chunk = self
-            .cache
-            .get_or_try_load((self.id, linear), || self.load(cc))?;
         let es = self.es;
         let end = offset + buf.len() as u64;
         let run = s.b[last] - s.a[last] + 1;
@@ -387,7 +415,7 @@ impl Chunked {
             let hi = (img_lo + run * es).min(end);
             if lo < hi {
                 let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
-                match &chunk {
+                match chunk {
                     None => fill_pattern(dst, lo, self.fill.as_deref()),
                     Some(data) => {
                         let from = chk * es + (lo - img_lo);
@@ -398,7 +426,7 @@ impl Chunked {
                                 Error::corrupt(
                                     "chunk",
                                     self.id,
-                                    format!("decoded chunk {linear} holds {} bytes", data.len()),
+                                    format!("decoded chunk {cc:?} holds {} bytes", data.len()),
                                 )
                             })?;
                         dst.copy_from_slice(src);
@@ -462,6 +490,7 @@ mod tests {
     struct Fixture {
         reader: DataReader,
         expect: Vec<u8>,
+        cache: Arc<ChunkCache>,
         _dir: tempfile::TempDir,
     }
 
@@ -560,10 +589,12 @@ mod tests {
             cache: Arc::new(ChunkCache::new(spec.cache)),
             cache_id: 0x800,
         };
+        let cache = params.cache.clone();
         let reader = DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap();
         Fixture {
             reader,
             expect,
+            cache,
             _dir: dir,
         }
     }
@@ -665,6 +696,25 @@ mod tests {
         check_range(&f, 84_000, 1);
         let mut b = [0u8; 3];
         assert_eq!(f.reader.read_at(u64::MAX, &mut b).unwrap(), 0);
+    }
+
+    #[test]
+    fn each_chunk_decoded_once_per_read() {
+        // Elements (1,7) to (6,3) of 10 x 12 in 4 x 5 chunks: three regions (end of row 1,
+        // rows 2-5, start of row 6) over six distinct chunks. With no cache room, each chunk
+        // must still be loaded only once.
+        let spec = Spec {
+            dims: &[10, 12],
+            chunk: &[4, 5],
+            es: 1,
+            fill: None,
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 0,
+        };
+        let f = fixture(spec, |_| true);
+        check_range(&f, 19, 75 - 19);
+        assert_eq!(f.cache.stats().misses, 6);
     }
 
     #[test]
