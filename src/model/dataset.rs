@@ -120,7 +120,14 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             | types::EXTERNAL_FILES => {}
             _ => continue,
         }
-        match file.decode(raw)? {
+        let decoded = match file.decode(raw) {
+            Ok(m) => m,
+            // libhdf5 ignores the old fill value message when the new one is present; an
+            // undecodable old one must not make the dataset unreadable.
+            Err(_) if raw.mtype == types::FILL_VALUE_OLD => continue,
+            Err(e) => return Err(e),
+        };
+        match decoded {
             Message::Dataspace(s) => space = Some(s),
             Message::Datatype(t) => dtype = Some(t),
             Message::Layout(l) => layout = Some(l),
