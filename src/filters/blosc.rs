@@ -14,7 +14,6 @@
 //! equals the stream's decoded size. After decoding, a block is byte- or bit-unshuffled.
 
 use super::{bitshuffle, shuffle, Stage};
-use flate2::{Decompress, FlushDecompress, Status};
 
 /// Blosc's minimum number of elements for a block to be split into per-byte streams.
 const MIN_SPLIT_ELEMS: usize = 128;
@@ -116,14 +115,7 @@ fn decode_stream(codec: u8, src: &[u8], dst: &mut [u8]) -> Result<usize, String>
     match codec {
         0 => blosclz(src, dst),
         1 => super::lz4::decode_block(src, dst),
-        3 => {
-            let mut z = Decompress::new(true);
-            match z.decompress(src, dst, FlushDecompress::Finish) {
-                Ok(Status::StreamEnd) => Ok(z.total_out() as usize),
-                Ok(_) => Err("zlib stream does not end within the block".into()),
-                Err(e) => Err(format!("zlib stream: {e}")),
-            }
-        }
+        3 => super::deflate::zlib_into(src, dst).map_err(|e| format!("zlib stream: {e:?}")),
         4 => {
             let v = super::zstd::decode_capped(src, dst.len())?;
             dst[..v.len()].copy_from_slice(&v);
