@@ -53,6 +53,56 @@ def pipeline(ds):
     return out
 
 
+def compound_data(n):
+    mem = np.dtype([("a", "<i4"), ("b", ">u2", (3,)), ("c", "S3")])
+    data = np.zeros(n, mem)
+    data["a"] = rng.integers(-(2**19), 2**19, n)
+    data["b"] = rng.integers(0, 512, (n, 3))
+    data["c"] = [b"x%02d" % (i % 100) for i in range(n)]
+    return data
+
+
+def nbit_compound(f, name, data, nbit=True):
+    """Compound {a: int32 with 20 bits at offset 4, b: 3 x uint16 with 9 bits, c: 3-byte
+    string}, nbit-filtered; returns the dataset."""
+    a = h5py.h5t.STD_I32LE.copy()
+    a.set_precision(20)
+    a.set_offset(4)
+    base = h5py.h5t.STD_U16BE.copy()
+    base.set_precision(9)
+    b = h5py.h5t.array_create(base, (3,))
+    c = h5py.h5t.C_S1.copy()
+    c.set_size(3)
+    tid = h5py.h5t.create(h5py.h5t.COMPOUND, 4 + 6 + 3)
+    tid.insert(b"a", 0, a)
+    tid.insert(b"b", 4, b)
+    tid.insert(b"c", 10, c)
+    n = len(data)
+    space = h5py.h5s.create_simple((n,))
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk((n // 2,))
+    if nbit:
+        set_nbit(dcpl)
+    dsid = h5py.h5d.create(f.id, name.encode(), tid, space, dcpl)
+    dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, data, mtype=h5py.h5t.py_create(data.dtype))
+    return f[name]
+
+
+def set_nbit(dcpl):
+    # h5py has no wrapper for H5Pset_nbit: call h5py's bundled libhdf5 directly.
+    libdir = os.path.join(os.path.dirname(h5py.__file__), "..", "h5py.libs")
+    lib = ctypes.CDLL(glob.glob(os.path.join(libdir, "libhdf5-*.so*"))[0])
+    lib.H5Pset_nbit.argtypes = [ctypes.c_int64]
+    assert lib.H5Pset_nbit(dcpl.id) >= 0
+
+
+def dump_raw_expected(name, twin, offset):
+    """Replace <name>.expected by the stored chunk of an unfiltered twin dataset: ds[...]
+    would convert reduced-precision types to native ones."""
+    with open(os.path.join(OUT, name + ".expected"), "wb") as out:
+        out.write(twin.id.read_direct_chunk((offset,))[1])
+
+
 def dump(name, ds, chunk_index=1):
     """Write the vector of the chunk_index-th chunk (1-D datasets, full chunks)."""
     (clen,) = ds.chunks
@@ -82,11 +132,7 @@ def nbit_dataset(f, name, data, precision, offset, nbit=True):
         dsid = h5py.h5d.create(f.id, name.encode(), tid, space, dcpl)
         dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, data)
         return f[name]
-    # h5py has no wrapper for H5Pset_nbit: call h5py's bundled libhdf5 directly.
-    libdir = os.path.join(os.path.dirname(h5py.__file__), "..", "h5py.libs")
-    lib = ctypes.CDLL(glob.glob(os.path.join(libdir, "libhdf5-*.so*"))[0])
-    lib.H5Pset_nbit.argtypes = [ctypes.c_int64]
-    assert lib.H5Pset_nbit(dcpl.id) >= 0
+    set_nbit(dcpl)
     dsid = h5py.h5d.create(f.id, name.encode(), tid, space, dcpl)
     dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, data)
     return f[name]
@@ -142,8 +188,41 @@ def main():
         ds = nbit_dataset(f, "nbit_i16", (i16 // 4).astype("<i2"), 12, 2)
         dump("nbit_i16", ds)
         twin = nbit_dataset(f, "nbit_i16_raw", (i16 // 4).astype("<i2"), 12, 2, nbit=False)
-        with open(os.path.join(OUT, "nbit_i16.expected"), "wb") as out:
-            out.write(twin.id.read_direct_chunk((2048,))[1])
+        dump_raw_expected("nbit_i16", twin, 2048)
+        cdata = compound_data(600)
+        ds = nbit_compound(f, "nbit_compound", cdata)
+        dump("nbit_compound", ds)
+        twin = nbit_compound(f, "nbit_compound_raw", cdata, nbit=False)
+        dump_raw_expected("nbit_compound", twin, 300)
+
+        # Scale-offset: big-endian with fill values present, float64, full-range integers.
+        be = (i16.astype("<i4") * 1000).astype(">i4")
+        be[::50] = -7
+        ds = f.create_dataset("scaleoffset_fill_be_i32", data=be, chunks=c, scaleoffset=0, fillvalue=-7)
+        dump("scaleoffset_fill_be_i32", ds)
+        f64 = f32.astype("<f8") * 1.5
+        f64[::40] = 99.5
+        ds = f.create_dataset("scaleoffset_fill_f64", data=f64, chunks=c, scaleoffset=3, fillvalue=99.5)
+        dump("scaleoffset_fill_f64", ds)
+        full = rng.integers(0, 65536, n).astype("<u2")
+        full[::100] = 0
+        full[1::100] = 65535
+        ds = f.create_dataset("scaleoffset_full_u16", data=full, chunks=c, scaleoffset=0)
+        dump("scaleoffset_full_u16", ds)
+
+        # Bitshuffle with a short last block and a tail of n % 8 elements (chunk of 1003).
+        odd = np.concatenate([i16[:1003], i16[:1003]])
+        for cname in ("none", "lz4"):
+            name = f"bitshuffle_{cname}_tail_i16"
+            ds = f.create_dataset(name, data=odd, chunks=(1003,), **hdf5plugin.Bitshuffle(nelems=256, cname=cname))
+            dump(name, ds)
+
+        # Blosc frames with a full 64 KiB block and a short leftover block (chunk of 40003 i16).
+        left = np.concatenate([smooth_i16(40003), smooth_i16(40003)])
+        for cname, shuf in (("blosclz", hdf5plugin.Blosc.SHUFFLE), ("lz4", hdf5plugin.Blosc.BITSHUFFLE)):
+            name = f"blosc_{cname}_leftover_i16"
+            ds = f.create_dataset(name, data=left, chunks=(40003,), **hdf5plugin.Blosc(cname=cname, clevel=1, shuffle=shuf))
+            dump(name, ds)
 
 
 if __name__ == "__main__":
