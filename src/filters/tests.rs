@@ -291,3 +291,50 @@ fn fletcher32_mismatch_names_the_chunk() {
         v.expected
     );
 }
+
+#[test]
+fn random_input_never_panics() {
+    // A small LCG: deterministic garbage, some of it starting with plausible headers.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as u32
+    };
+    let pipelines = [
+        pipeline_of(&[(1, 0, vec![])]),
+        pipeline_of(&[(2, 0, vec![4])]),
+        pipeline_of(&[(3, 0, vec![])]),
+        pipeline_of(&[(5, 0, vec![8, 0, 64, 1, 2, 0, 12, 2])]),
+        pipeline_of(&[(6, 0, vec![2, 0, 64, 0, 2, 1, 0, 1, 0])]),
+        pipeline_of(&[(6, 0, vec![0, 2, 32, 1, 4, 0, 0, 0, 0])]),
+        pipeline_of(&[(307, 0, vec![9])]),
+        pipeline_of(&[(32000, 0, vec![])]),
+        pipeline_of(&[(32001, 0, vec![])]),
+        pipeline_of(&[(32004, 0, vec![])]),
+        pipeline_of(&[(32008, 0, vec![0, 4, 2, 0, 0])]),
+        pipeline_of(&[(32008, 0, vec![0, 4, 4, 0, 2])]),
+        pipeline_of(&[(32008, 0, vec![0, 4, 4, 0, 3])]),
+        pipeline_of(&[(32015, 0, vec![])]),
+    ];
+    let headers: [&[u8]; 4] = [
+        &[0x78, 0x9c],
+        &[2, 1, 0x01, 4, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0],
+        &[0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 64],
+        &[0x28, 0xb5, 0x2f, 0xfd],
+    ];
+    for round in 0..400 {
+        let len = (next() % 300) as usize;
+        let mut data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        let head = headers[round % headers.len()];
+        if round % 2 == 0 && data.len() >= head.len() {
+            data[..head.len()].copy_from_slice(head);
+        }
+        for p in &pipelines {
+            if let Ok(out) = p.decode(data.clone(), 0, 256, 0) {
+                assert_eq!(out.len(), 256);
+            }
+        }
+    }
+}
