@@ -28,6 +28,7 @@ mod lzf;
 mod nbit;
 mod scaleoffset;
 pub mod shuffle;
+mod szip;
 mod zstd;
 
 #[cfg(test)]
@@ -110,6 +111,7 @@ pub fn is_supported(id: u16) -> bool {
         DEFLATE
             | SHUFFLE
             | FLETCHER32
+            | SZIP
             | NBIT
             | SCALEOFFSET
             | BZIP2
@@ -232,6 +234,7 @@ fn decode_one(id: u16, data: Vec<u8>, stage: &Stage) -> std::result::Result<Vec<
         DEFLATE => deflate::decode(&data, stage)?,
         SHUFFLE => shuffle::decode(data, stage)?,
         FLETCHER32 => fletcher32::decode(data, stage)?,
+        SZIP => szip::decode(&data, stage)?,
         NBIT => nbit::decode(&data, stage)?,
         SCALEOFFSET => scaleoffset::decode(&data, stage)?,
         BZIP2 => bzip2::decode(&data, stage)?,

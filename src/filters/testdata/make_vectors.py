@@ -210,6 +210,20 @@ def main():
         ds = f.create_dataset("scaleoffset_full_u16", data=full, chunks=c, scaleoffset=0)
         dump("scaleoffset_full_u16", ds)
 
+        # SZIP: entropy coding only, 32-bit pixels (coded as shuffled bytes), 8-bit pixels,
+        # big-endian samples, and scanlines that are not a whole number of blocks.
+        szip_cases = [
+            ("szip_ec_i16", i16, c, ("ec", 16)),
+            ("szip_nn_f32", f32, c, ("nn", 32)),
+            ("szip_nn_u8", u8, c, ("nn", 8)),
+            ("szip_nn_be_i32", (i16.astype("<i4") * 300).astype(">i4"), c, ("nn", 32)),
+            ("szip_nn_f64", f32.astype("<f8"), c, ("nn", 8)),
+            ("szip_nn_pad_i16", i16[: 2 * 1001], (1001,), ("nn", 16)),
+        ]
+        for name, data, chunks, opts in szip_cases:
+            ds = f.create_dataset(name, data=data, chunks=chunks, compression="szip", compression_opts=opts)
+            dump(name, ds)
+
         # Bitshuffle with a short last block and a tail of n % 8 elements (chunk of 1003).
         odd = np.concatenate([i16[:1003], i16[:1003]])
         for cname in ("none", "lz4"):
