@@ -4,8 +4,9 @@
 //! Decoded in one shot with libdeflate into a buffer of the stage limit: libdeflate never
 //! writes past the buffer and reports a stream that would, so a chunk that expands past
 //! the chunk size (a bomb or corruption) fails without allocating more. Measured on a
-//! 1 MiB shuffled float32 chunk (gzip level 4): libdeflate ~450-510 MB/s, flate2 with
-//! zlib-rs ~200-250 MB/s, miniz_oxide ~235-250 MB/s.
+//! 1 MiB shuffled smooth+noise float32 chunk (gzip level 4, release build, one core):
+//! libdeflate 1.9 GB/s, flate2 with zlib-rs 0.7 GB/s, miniz_oxide 0.8 GB/s on an idle
+//! machine (450 / 250 / 235 MB/s under heavy load: the ratio holds).
 
 use super::Stage;
 use libdeflater::{DecompressionError, Decompressor};

@@ -341,3 +341,47 @@ fn random_input_never_panics() {
         }
     }
 }
+
+/// Throughput of the pipeline on a 1 MiB shuffled + gzip-4 float32 chunk. Run with
+/// `cargo test --release --lib filters::tests::bench -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_shuffle_deflate_1mib() {
+    use std::io::Write;
+    let n = 1 << 18;
+    let mut seed = 1u32;
+    let raw: Vec<u8> = (0..n)
+        .flat_map(|i| {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let noise = (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5;
+            ((i as f32 * 0.001).sin() * 100.0 + noise).to_le_bytes()
+        })
+        .collect();
+    let mut shuffled = vec![0; raw.len()];
+    shuffle::shuffle(&raw, &mut shuffled, 4);
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(4));
+    z.write_all(&shuffled).unwrap();
+    let chunk = z.finish().unwrap();
+    let p = pipeline_of(&[(2, 1, vec![4]), (1, 1, vec![4])]);
+    let iters = 40;
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        assert_eq!(
+            p.decode(chunk.clone(), 0, raw.len(), 0).unwrap().len(),
+            raw.len()
+        );
+    }
+    let mbs = (raw.len() * iters) as f64 / 1e6 / t.elapsed().as_secs_f64();
+    println!(
+        "shuffle+deflate: {mbs:.0} MB/s ({} -> {} bytes)",
+        chunk.len(),
+        raw.len()
+    );
+    let p = pipeline_of(&[(1, 1, vec![4])]);
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        p.decode(chunk.clone(), 0, raw.len(), 0).unwrap();
+    }
+    let mbs = (raw.len() * iters) as f64 / 1e6 / t.elapsed().as_secs_f64();
+    println!("deflate alone: {mbs:.0} MB/s");
+}
