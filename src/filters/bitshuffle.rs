@@ -65,6 +65,7 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
     let count = total / elem;
     let mut out = vec![0u8; total];
     let mut tmp = Vec::new();
+    let mut zstd = super::zstd::Frames::default();
     let mut ip = 0usize;
     let mut done = 0usize;
     while count - done >= 8 {
@@ -92,7 +93,7 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
                     return Err(format!("block decoded to {got} bytes, expected {nbytes}"));
                 }
             } else {
-                tmp = super::zstd::decode_capped(packed, nbytes)?;
+                tmp = zstd.decode(packed, nbytes)?;
                 if tmp.len() != nbytes {
                     return Err(format!("block decoded to {} bytes", tmp.len()));
                 }

@@ -33,8 +33,12 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
     let (version, flags, typesize) = (head[0], head[2], head[3] as usize);
     let nbytes = le32(head, 4)?;
     let blocksize = le32(head, 8)?;
-    if version == 0 || version > 2 {
-        return Err(format!("Blosc format version {version} is not Blosc 1"));
+    // Versions 1-2 come from c-blosc 1.x; c-blosc2 writes 3-5 and keeps this layout unless
+    // both shuffle bits are set, which marks its extended header (not supported here).
+    if version == 0 || version > 5 || (version > 2 && flags & 0x05 == 0x05) {
+        return Err(format!(
+            "Blosc format version {version} with flags {flags:#04x} is not a Blosc 1 frame"
+        ));
     }
     if nbytes > stage.limit {
         return Err(format!("declared size {nbytes} exceeds the chunk size"));
@@ -55,6 +59,7 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
     let leftover = nbytes % blocksize;
     let mut out = vec![0u8; nbytes];
     let mut tmp = vec![0u8; blocksize.min(nbytes)];
+    let mut zstd = super::zstd::Frames::default();
     for j in 0..nblocks {
         let start = le32(input, 16 + 4 * j)?;
         let bsize = if j == nblocks - 1 && leftover > 0 {
@@ -82,7 +87,7 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
             if csize == neblock {
                 dst.copy_from_slice(src);
             } else {
-                let got = decode_stream(codec, src, dst)?;
+                let got = decode_stream(codec, src, dst, &mut zstd)?;
                 if got != neblock {
                     return Err(format!(
                         "block {j} stream {s}: {got} bytes, expected {neblock}"
@@ -111,13 +116,18 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
 }
 
 /// Decode one stream with codec `codec` into `dst`; returns the bytes written.
-fn decode_stream(codec: u8, src: &[u8], dst: &mut [u8]) -> Result<usize, String> {
+fn decode_stream(
+    codec: u8,
+    src: &[u8],
+    dst: &mut [u8],
+    zstd: &mut super::zstd::Frames,
+) -> Result<usize, String> {
     match codec {
         0 => blosclz(src, dst),
         1 => super::lz4::decode_block(src, dst),
         3 => super::deflate::zlib_into(src, dst).map_err(|e| format!("zlib stream: {e:?}")),
         4 => {
-            let v = super::zstd::decode_capped(src, dst.len())?;
+            let v = zstd.decode(src, dst.len())?;
             dst[..v.len()].copy_from_slice(&v);
             Ok(v.len())
         }

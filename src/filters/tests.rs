@@ -384,4 +384,26 @@ fn bench_shuffle_deflate_1mib() {
     }
     let mbs = (raw.len() * iters) as f64 / 1e6 / t.elapsed().as_secs_f64();
     println!("deflate alone: {mbs:.0} MB/s");
+    let mut out = vec![0; raw.len()];
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        shuffle::unshuffle(&shuffled, &mut out, 4);
+    }
+    let mbs = (raw.len() * iters) as f64 / 1e6 / t.elapsed().as_secs_f64();
+    assert_eq!(out, raw);
+    println!("unshuffle alone: {mbs:.0} MB/s");
+    let p = pipeline_of(&[(2, 1, vec![4])]);
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        p.decode(shuffled.clone(), 0, raw.len(), 0).unwrap();
+    }
+    let mbs = (raw.len() * iters) as f64 / 1e6 / t.elapsed().as_secs_f64();
+    println!("shuffle stage with clone: {mbs:.0} MB/s");
+    let p = pipeline_of(&[(2, 1, vec![4]), (1, 1, vec![4])]);
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        p.decode(chunk.clone(), 0, raw.len(), 0).unwrap();
+    }
+    let mbs = (raw.len() * iters) as f64 / 1e6 / t.elapsed().as_secs_f64();
+    println!("shuffle+deflate again: {mbs:.0} MB/s");
 }
