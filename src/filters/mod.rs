@@ -13,6 +13,11 @@
 //! dataset's chunk size justifies. Each codec lives in its own file and returns a plain
 //! `Result<Vec<u8>, String>`; this module turns the message into [`Error::Filter`] naming the
 //! filter and the chunk address.
+//!
+//! Decoded here: deflate (1), shuffle (2), fletcher32 (3), szip (4), nbit (5), scaleoffset
+//! (6), bzip2 (307), lzf (32000), blosc 1 (32001), lz4 (32004), bitshuffle (32008) and zstd
+//! (32015). Every other id, notably blosc2 (32026, a Blosc2 frame per chunk), zfp (32013),
+//! sz/sz3 (32017/32024) and lzo (305), is reported as [`Error::UnknownFilter`].
 
 use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
