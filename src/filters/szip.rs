@@ -100,7 +100,7 @@ struct Params {
 }
 
 /// Decode `count` samples (residuals still mapped when preprocessing) into `out`.
-fn decode_samples(input: &[u8], p: &Params, count: usize) -> Result<Vec<u64>, String> {
+fn decode_samples(input: &[u8], p: &Params, count: usize) -> Result<Vec<u32>, String> {
     let id_len = match p.bits {
         0 => return Err("0 bits per sample".into()),
         1..=8 => 3,
@@ -117,12 +117,13 @@ fn decode_samples(input: &[u8], p: &Params, count: usize) -> Result<Vec<u64>, St
         acc: 0,
         nbits: 0,
     };
-    let mut out: Vec<u64> = Vec::with_capacity(count);
-    let sample = |out: &mut Vec<u64>, v: u64| -> Result<bool, String> {
+    // Samples have at most 32 bits: u32 keeps this buffer within 4x the chunk size.
+    let mut out: Vec<u32> = Vec::with_capacity(count);
+    let sample = |out: &mut Vec<u32>, v: u64| -> Result<bool, String> {
         if v > xmax {
             return Err(format!("sample {v} exceeds {} bits", p.bits));
         }
-        out.push(v);
+        out.push(v as u32);
         Ok(out.len() >= count)
     };
     let mut fs_buf = vec![0u64; p.block];
@@ -207,13 +208,13 @@ fn decode_samples(input: &[u8], p: &Params, count: usize) -> Result<Vec<u64>, St
 }
 
 /// Undo the unit-delay predictor's residual mapping (CCSDS 121.0-B section 4) in place.
-fn unmap(samples: &mut [u64], bits: u32, rsi_len: usize) {
+fn unmap(samples: &mut [u32], bits: u32, rsi_len: usize) {
     let xmax = (1u64 << bits) - 1;
     for rsi in samples.chunks_mut(rsi_len) {
-        let mut x = rsi[0];
+        let mut x = rsi[0] as u64;
         for d in rsi.iter_mut().skip(1) {
             let theta = x.min(xmax - x);
-            let delta = *d;
+            let delta = *d as u64;
             x = if delta <= 2 * theta {
                 if delta % 2 == 0 {
                     x + delta / 2
@@ -225,7 +226,7 @@ fn unmap(samples: &mut [u64], bits: u32, rsi_len: usize) {
             } else {
                 xmax - delta
             };
-            *d = x;
+            *d = x as u32;
         }
     }
 }
@@ -282,7 +283,7 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
     }
     let mut out = Vec::with_capacity(size);
     for &s in samples.iter().take(size / pixel) {
-        let bytes = (s as u32).to_le_bytes();
+        let bytes = s.to_le_bytes();
         if mask & MSB != 0 {
             out.extend(bytes[..pixel].iter().rev());
         } else {

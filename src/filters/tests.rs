@@ -416,3 +416,24 @@ fn deflate_trailing_bytes() {
     z.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
     assert_eq!(p.decode(z, 0, 300, 0).unwrap(), vec![7u8; 300]);
 }
+
+/// Decode speed of every real vector (small chunks, so per-chunk overhead shows). Run with
+/// `cargo test --release --lib filters::tests::bench_vectors -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_vectors() {
+    for v in vectors() {
+        if UNSUPPORTED.contains(&v.name.as_str()) {
+            continue;
+        }
+        let iters = (4_000_000 / v.expected.len()).max(3);
+        let t = std::time::Instant::now();
+        for _ in 0..iters {
+            v.pipeline
+                .decode(v.chunk.clone(), v.mask, v.expected.len(), 0)
+                .unwrap();
+        }
+        let mbs = (v.expected.len() * iters) as f64 / 1e6 / t.elapsed().as_secs_f64();
+        println!("{:32} {mbs:6.0} MB/s", v.name);
+    }
+}
