@@ -10,7 +10,18 @@ fn main() {
     let id = f.resolve(&a[2]).expect("readable");
     let h = f.header(id).expect("readable");
     for m in &h.messages {
-        println!("type {:#06x} flags {:#04x} len {} addr {:#x} {:02x?}", m.mtype, m.flags, m.data.len(), m.addr, &m.data[..m.data.len().min(24)]);
-        println!("   -> {:?}", f.decode(m).map(|x| format!("{x:?}").chars().take(150).collect::<String>()));
+        println!(
+            "type {:#06x} flags {:#04x} len {} addr {:#x} {:02x?}",
+            m.mtype,
+            m.flags,
+            m.data.len(),
+            m.addr,
+            &m.data[..m.data.len().min(24)]
+        );
+        println!(
+            "   -> {:?}",
+            f.decode(m)
+                .map(|x| format!("{x:?}").chars().take(150).collect::<String>())
+        );
     }
 }

@@ -138,7 +138,8 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             _ => {}
         }
     }
-    let missing = |what: &str| Error::corrupt("dataset object header", id.0, format!("no {what} message"));
+    let missing =
+        |what: &str| Error::corrupt("dataset object header", id.0, format!("no {what} message"));
     let space = space.ok_or_else(|| missing("dataspace"))?;
     let dtype = dtype.ok_or_else(|| missing("datatype"))?;
     let layout = layout.ok_or_else(|| missing("layout"))?;
@@ -179,7 +180,8 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
                 format!("{} has no fixed-size byte image", dtype.numpy_str()),
             ));
         }
-        let npoints = npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
+        let npoints =
+            npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
         let external = match &efl {
             Some(e) => Some(external_segments(file, e)?),
             None => None,

@@ -50,7 +50,11 @@ fn py_float(sci: &str) -> String {
             s.push('.');
             s.push_str(&digits[1..]);
         }
-        s.push_str(&format!("e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
+        s.push_str(&format!(
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        ));
     }
     s
 }
@@ -202,7 +206,10 @@ pub fn render_array(t: &Datatype, shape: &[u64], raw: &[u8]) -> String {
     if size == 0 {
         return String::new();
     }
-    let items: Vec<String> = raw.chunks_exact(size).map(|e| render_element(t, e)).collect();
+    let items: Vec<String> = raw
+        .chunks_exact(size)
+        .map(|e| render_element(t, e))
+        .collect();
     let quoted = matches!(t.class, TypeClass::String { .. }) && !shape.is_empty();
     let items = if quoted {
         items.into_iter().map(|s| format!("b'{s}'")).collect()
