@@ -140,7 +140,18 @@ pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<
                 }
                 Err(e) => w(out, format!("{p}  dataset [error: {e}]"))?,
             },
-            ObjectKind::NamedDatatype => w(out, format!("{p}  datatype"))?,
+            ObjectKind::NamedDatatype => {
+                let h = file.header(id).map_err(|e| e.in_object(&p))?;
+                let dt = match h
+                    .first(crate::format::messages::types::DATATYPE)
+                    .map(|m| file.decode(m))
+                {
+                    Some(Ok(crate::format::messages::Message::Datatype(t))) => t.numpy_str(),
+                    Some(Err(e)) => format!("[error: {e}]"),
+                    _ => "?".into(),
+                };
+                w(out, format!("{p}  datatype {dt}"))?
+            }
             ObjectKind::Unknown => w(out, format!("{p}  object"))?,
         }
         match file.attributes(id) {
