@@ -192,7 +192,7 @@ fn nest(shape: &[u64], items: &[String], depth: usize) -> String {
     if shape.len() == 1 {
         return format!("[{}]", items.join(" "));
     }
-    let stride = if n == 0 { 0 } else { items.len() / n };
+    let stride = items.len().checked_div(n).unwrap_or(0);
     let sep = format!("\n{}", " ".repeat(depth + 1));
     let rows: Vec<String> = (0..n)
         .map(|i| nest(&shape[1..], &items[i * stride..(i + 1) * stride], depth + 1))
