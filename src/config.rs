@@ -80,7 +80,13 @@ impl Config {
         let need = || value.ok_or_else(|| format!("option {key} needs a value"));
         match key {
             "ro" => {}
-            "rw" => return Err("option rw: h5mount is read-only".into()),
+            "rw" => {
+                return Err(
+                    "option rw: h5mount is read-only (mount(8) passes rw unless ro \
+                            is given: add ro to the options)"
+                        .into(),
+                )
+            }
             "allow_other" => self.allow_other = true,
             "allow_root" => self.allow_root = true,
             "default_permissions" => self.default_permissions = true,

@@ -245,8 +245,9 @@ impl H5Fs {
                 name: name.into(),
             });
         }
-        for link in links {
-            let Some(child) = self.child(&node, &link) else {
+        // `iter()` so this works whether the model hands out the links owned or shared.
+        for link in links.iter() {
+            let Some(child) = self.child(&node, link) else {
                 continue;
             };
             let kind = match child.kind {
@@ -263,7 +264,7 @@ impl H5Fs {
             entries.push(DirEntry {
                 ino: child.ino,
                 kind,
-                name: link.name,
+                name: link.name.clone(),
             });
         }
         let listing = Arc::new(Listing::new(entries));
@@ -291,11 +292,10 @@ impl H5Fs {
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
                 // An empty read reports a dataset whose layout cannot be served at all
-                // (an unsupported layout) at open, rather than as an empty file.
-                match ds.read_at(0, &mut []) {
-                    Err(e) if ds.is_empty() => Err(FsError::model(&node.path, e)),
-                    _ => Ok(()),
-                }
+                // (an unsupported layout, a broken layout message) at open, not at each read.
+                ds.read_at(0, &mut [])
+                    .map(|_| ())
+                    .map_err(|e| FsError::model(&node.path, e))
             }
             ObjectKind::NamedDatatype | ObjectKind::Unknown => Ok(()),
         }
