@@ -64,7 +64,8 @@ struct Cli {
     #[arg(short, long, action = ArgAction::Count, help_heading = "Logging")]
     verbose: u8,
 
-    /// Append log lines to this file (in the background, logs go nowhere else).
+    /// Append log lines to this file (default: stderr in the foreground, syslog in the
+    /// background).
     #[arg(long, value_name = "PATH", help_heading = "Logging")]
     log_file: Option<PathBuf>,
 
