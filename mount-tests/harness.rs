@@ -151,6 +151,28 @@ impl Mount {
         m
     }
 
+    /// Mount with an arbitrary command built for the mountpoint (e.g. `mount -t ...`); the
+    /// command must succeed with the mount answering. Cleaned up like a background mount.
+    pub fn by_command(build: impl FnOnce(&Path) -> Command) -> Mount {
+        let dir = tempfile::tempdir().unwrap();
+        let mountpoint = dir.path().join("mnt");
+        std::fs::create_dir(&mountpoint).unwrap();
+        let out = build(&mountpoint).stdin(Stdio::null()).output().unwrap();
+        let m = Mount {
+            _dir: dir,
+            mountpoint,
+            child: None,
+        };
+        assert!(
+            out.status.success(),
+            "{:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(std::fs::metadata(&m.mountpoint).unwrap().ino(), 1);
+        m
+    }
+
     /// Mount `file` with `-f`; returns once the mount answers.
     pub fn foreground(file: &Path, extra: &[&str]) -> Mount {
         let dir = tempfile::tempdir().unwrap();

@@ -143,6 +143,42 @@ fn mount_fuse3_style_invocation_and_options() {
 }
 
 #[test]
+fn mount_t_fuse_through_the_mount_fuse3_helper() {
+    // `mount -t fuse "PROGRAM#SOURCE"` makes mount.fuse3 run `PROGRAM SOURCE DIR -o OPTS`:
+    // the fstab/`mount -t fuse.h5mount` path, without installing the binary in PATH.
+    let root = nix::unistd::geteuid().is_root();
+    if !root || Command::new("mount.fuse3").arg("-h").output().is_err() {
+        eprintln!("SKIP: needs root and mount.fuse3");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file = harness::empty_h5(tmp.path());
+    let source = format!("{}#{}", harness::BIN, file.display());
+    let m = Mount::by_command(|mp| {
+        let mut c = Command::new("mount");
+        c.args(["-t", "fuse", &source])
+            .arg(mp)
+            .args(["-o", "ro,nofail,allow_other,x-test=1"]);
+        c
+    });
+    let line = harness::mount_line(m.path()).unwrap();
+    assert!(line.contains(" fuse.h5mount ro,"), "{line}");
+    assert!(line.contains("allow_other"), "{line}");
+    drop(m);
+    // Without `ro`, mount(8) passes `rw`: refused, nothing mounted.
+    let mp = tmp.path().join("mnt2");
+    fs::create_dir(&mp).unwrap();
+    let out = Command::new("mount")
+        .args(["-t", "fuse", &source])
+        .arg(&mp)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("read-only"));
+    assert!(!is_mounted(&mp));
+}
+
+#[test]
 fn root_is_read_only() {
     let tmp = tempfile::tempdir().unwrap();
     let file = harness::empty_h5(tmp.path());
