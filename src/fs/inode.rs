@@ -183,7 +183,8 @@ impl InodeTable {
         node
     }
 
-    fn existing_object(&self, id: ObjectId) -> Option<Arc<Node>> {
+    /// The node of object `id`, if it was handed out.
+    pub fn existing_object(&self, id: ObjectId) -> Option<Arc<Node>> {
         let t = self.read();
         t.by_object
             .get(&id)

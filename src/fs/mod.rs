@@ -160,7 +160,18 @@ impl H5Fs {
             return None;
         }
         match &link.target {
-            LinkTarget::Hard(cid) => Some(self.inodes.object(node, &link.name, *cid)),
+            LinkTarget::Hard(cid) => {
+                // Linux directories cannot have several parents (the kernel answers ELOOP for
+                // a link to an ancestor and EIO for one to the root): a group already shown
+                // at another path appears here as a symlink to that path.
+                if let Some(seen) = self.inodes.existing_object(*cid) {
+                    if seen.path != path && matches!(self.file.kind(*cid), Ok(ObjectKind::Group)) {
+                        let text = dir::soft_target(&node.path, &seen.path);
+                        return Some(self.inodes.symlink(node, &link.name, text));
+                    }
+                }
+                Some(self.inodes.object(node, &link.name, *cid))
+            }
             LinkTarget::UserDefined(t) => {
                 self.log_once(&path, || {
                     format!("skipping link {path:?}: user-defined link type {t}")
@@ -291,8 +302,12 @@ impl H5Fs {
                     .file
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
-                // An empty read reports a dataset whose layout cannot be served at all
-                // (an unsupported layout, a broken layout message) at open, not at each read.
+                // An empty image needs no reader. Otherwise an empty read reports a dataset
+                // that cannot be served at all (unsupported layout or type, broken layout
+                // message) at open, not at each read.
+                if ds.is_empty() {
+                    return Ok(());
+                }
                 ds.read_at(0, &mut [])
                     .map(|_| ())
                     .map_err(|e| FsError::model(&node.path, e))
