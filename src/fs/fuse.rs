@@ -7,8 +7,9 @@
 //!
 //! fuser runs `threads` session loops on cloned `/dev/fuse` descriptors, so requests are
 //! served concurrently and a slow chunk decode does not stall other readers. At `init` the
-//! kernel is asked for 1 MiB requests and readahead and for `readdirplus`; files are opened
-//! with `FOPEN_KEEP_CACHE`, so re-reads and `mmap` are page-cache hits.
+//! kernel is asked for 1 MiB requests (its readahead offer, usually 128 KiB, is the ceiling
+//! here; the daemon raises the mount's `read_ahead_kb` afterwards) and for `readdirplus`;
+//! files are opened with `FOPEN_KEEP_CACHE`, so re-reads and `mmap` are page-cache hits.
 
 use std::ffi::OsStr;
 use std::io;
