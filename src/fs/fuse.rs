@@ -246,8 +246,10 @@ impl Filesystem for FuseFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // The kernel may cache listings (and keep them across opens): they never change.
+        let flags = FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE;
         self.guard("opendir", |c| match c.opendir(ino.0) {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(()) => reply.opened(FileHandle(0), flags),
             Err(e) => reply.error(Self::fail(c, "opendir", e)),
         })
     }
