@@ -106,10 +106,15 @@ fn bad_inputs_exit_2_and_mount_nothing() {
     ];
     for args in cases {
         let out = harness::run(&args);
+        let leaked = is_mounted(&mnt);
+        if leaked {
+            // Do not leave a mount (and its daemon) behind when this test fails.
+            let _ = Command::new("fusermount3").arg("-u").arg(&mnt).status();
+        }
+        assert!(!leaked, "{args:?} mounted something");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.trim().is_empty(), "{args:?}: no message");
-        assert!(!is_mounted(&mnt), "{args:?} mounted something");
     }
     let out = harness::run(&[o("inspect"), not_h5.as_os_str()]);
     assert_eq!(out.status.code(), Some(2));
