@@ -238,6 +238,75 @@ def main():
             ds = f.create_dataset(name, data=left, chunks=(40003,), **hdf5plugin.Blosc(cname=cname, clevel=1, shuffle=shuf))
             dump(name, ds)
 
+        blosc2_vectors(f)
+
+
+# ---------------------------------------------------------------------------------------
+# Blosc2 (32026) vectors, added by the "filters2" work: b2nd frames of 2-D chunks padded to
+# whole blocks, special-value chunks, several codecs, and explicit block sizes and the delta
+# filter, only reachable through raw cd values.
+
+def dump2d(name, ds, index):
+    """Vector of chunk `index` along axis 0 of a 2-D dataset (full chunks)."""
+    r, c = ds.chunks
+    mask, raw = ds.id.read_direct_chunk((index * r, 0))
+    expected = ds[index * r : (index + 1) * r, 0:c].tobytes()
+    with open(os.path.join(OUT, name + ".chunk"), "wb") as f:
+        f.write(raw)
+    with open(os.path.join(OUT, name + ".expected"), "wb") as f:
+        f.write(expected)
+    meta = {"filters": pipeline(ds), "mask": int(mask), "expected_len": len(expected)}
+    with open(os.path.join(OUT, name + ".json"), "w") as f:
+        json.dump(meta, f)
+        f.write("\n")
+    print(f"{name:28s} stored {len(raw):6d} decoded {len(expected):6d} mask {mask} {meta['filters']}")
+
+
+def blosc2_raw(f, name, data, chunks, cd):
+    """Dataset with the Blosc2 filter given by raw client data (set_local fills 0-3)."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk(chunks)
+    dcpl.set_filter(32026, h5py.h5z.FLAG_OPTIONAL, cd)
+    space = h5py.h5s.create_simple(data.shape)
+    tid = h5py.h5t.py_create(data.dtype)
+    dsid = h5py.h5d.create(f.id, name.encode(), tid, space, dcpl)
+    dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, data)
+    return f[name]
+
+
+def blosc2_vectors(f):
+    # A 300 x 300 float32 chunk is split into 256 x 256 blocks over a 512 x 512 padded
+    # chunk. The 360 KB decoded chunk is not stored: it is arange % 1000 (see tests.rs).
+    big = (np.arange(600 * 300) % 1000).astype("<f4").reshape(600, 300)
+    ds = f.create_dataset("blosc2_b2nd_padded_f32", data=big, chunks=(300, 300),
+                          **hdf5plugin.Blosc2(cname="zstd", filters=hdf5plugin.Blosc2.SHUFFLE))
+    dump2d("blosc2_b2nd_padded_f32", ds, 1)
+    os.remove(os.path.join(OUT, "blosc2_b2nd_padded_f32.expected"))
+    # Small 2-D chunk in one block, bit-shuffled doubles.
+    ds = f.create_dataset("blosc2_b2nd_bitshuffle_f64", data=smooth_f32(40 * 30).astype("<f8").reshape(40, 30),
+                          chunks=(20, 30), **hdf5plugin.Blosc2(cname="lz4", filters=hdf5plugin.Blosc2.BITSHUFFLE))
+    dump2d("blosc2_b2nd_bitshuffle_f64", ds, 1)
+    # 1-D frames: blosclz with several blocks and a short last one, zlib without shuffle.
+    odd = np.concatenate([smooth_i16(20003), smooth_i16(20003)])
+    ds = blosc2_raw(f, "blosc2_blosclz_leftover_i16", odd, (20003,), (1, 8192, 2, 40006, 9, 1, 0))
+    dump("blosc2_blosclz_leftover_i16", ds)
+    ds = f.create_dataset("blosc2_zlib_noshuffle_u8", data=smooth_u8(4096), chunks=(2048,),
+                          **hdf5plugin.Blosc2(cname="zlib", filters=hdf5plugin.Blosc2.NOFILTER))
+    dump("blosc2_zlib_noshuffle_u8", ds)
+    # Special values: a chunk of zeros (a flagged offset, no chunk stored), a run of NaNs and
+    # a run of one value (runs of repeated bytes per shuffled stream).
+    sp = np.zeros(768, "<f4")
+    sp[256:512] = np.nan
+    sp[512:] = 7.5
+    ds = f.create_dataset("blosc2_special", data=sp, chunks=(256,), **hdf5plugin.Blosc2())
+    for i, kind in enumerate(("zeros", "nan", "value")):
+        dump(f"blosc2_special_{kind}_f32", ds, i)
+    # Delta (3) in the filter slot (truncate precision, 4, fails with meta 0 and stores raw); cd = [rev, blocksize, typesize,
+    # chunk bytes, clevel, filter, codec], codec 5 = zstd, 0 = blosclz.
+    ramp = (np.arange(8192) * 3 + rng.integers(0, 4, 8192)).astype("<i4")
+    ds = blosc2_raw(f, "blosc2_delta_i32", ramp, (4096,), (1, 2048, 4, 16384, 5, 3, 5))
+    dump("blosc2_delta_i32", ds)
+
 
 if __name__ == "__main__":
     sys.exit(main())
