@@ -16,8 +16,8 @@
 //!
 //! Decoded here: deflate (1), shuffle (2), fletcher32 (3), szip (4), nbit (5), scaleoffset
 //! (6), bzip2 (307), lzf (32000), blosc 1 (32001), lz4 (32004), bitshuffle (32008) and zstd
-//! (32015) and blosc2 (32026). Every other id, notably zfp (32013), sz/sz3 (32017/32024) and
-//! lzo (305), is reported as [`Error::UnknownFilter`].
+//! (32015), blosc2 (32026) and zfp (32013, float fields of 1-3 dimensions). Every other id,
+//! notably sz/sz3 (32017/32024) and lzo (305), is reported as [`Error::UnknownFilter`].
 
 use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
@@ -35,6 +35,7 @@ mod nbit;
 mod scaleoffset;
 pub mod shuffle;
 mod szip;
+mod zfp;
 mod zstd;
 
 #[cfg(test)]
@@ -127,6 +128,7 @@ pub fn is_supported(id: u16) -> bool {
             | BITSHUFFLE
             | ZSTD
             | BLOSC2
+            | ZFP
     )
 }
 
@@ -251,6 +253,7 @@ fn decode_one(id: u16, data: Vec<u8>, stage: &Stage) -> std::result::Result<Vec<
         BITSHUFFLE => bitshuffle::decode(&data, stage)?,
         ZSTD => zstd::decode(&data, stage)?,
         BLOSC2 => blosc2::decode(&data, stage)?,
+        ZFP => zfp::decode(&data, stage)?,
         _ => return Err(StageError::Unknown),
     };
     if out.len() > stage.limit {

@@ -239,6 +239,7 @@ def main():
             dump(name, ds)
 
         blosc2_vectors(f)
+        zfp_vectors(f)
 
 
 # ---------------------------------------------------------------------------------------
@@ -306,6 +307,36 @@ def blosc2_vectors(f):
     ramp = (np.arange(8192) * 3 + rng.integers(0, 4, 8192)).astype("<i4")
     ds = blosc2_raw(f, "blosc2_delta_i32", ramp, (4096,), (1, 2048, 4, 16384, 5, 3, 5))
     dump("blosc2_delta_i32", ds)
+
+
+# ---------------------------------------------------------------------------------------
+# ZFP (32013) vectors, added by the "filters2" work: each mode in 2-D and 3-D chunks with
+# partial edge blocks (chunk sides not multiples of 4).
+
+def zfp_vectors(f):
+    x = np.linspace(0, 6, 30 * 22)
+    smooth = (np.sin(x) * 50 + rng.normal(0, 0.5, x.size)).reshape(30, 22)
+    cases = [
+        ("zfp_rate_2d_f32", smooth.astype("<f4"), (15, 22), hdf5plugin.Zfp(rate=12)),
+        ("zfp_precision_2d_f64", smooth.astype("<f8"), (15, 22), hdf5plugin.Zfp(precision=24)),
+        ("zfp_accuracy_2d_f32", smooth.astype("<f4"), (15, 22), hdf5plugin.Zfp(accuracy=0.01)),
+        ("zfp_reversible_2d_f64", smooth.astype("<f8"), (15, 22), hdf5plugin.Zfp(reversible=True)),
+        ("zfp_reversible_2d_f32", smooth.astype("<f4"), (15, 22), hdf5plugin.Zfp(reversible=True)),
+    ]
+    for name, data, chunks, flt in cases:
+        ds = f.create_dataset(name, data=data, chunks=chunks, **flt)
+        dump2d(name, ds, 1)
+    cube = (np.sin(np.linspace(0, 4, 2 * 5 * 6 * 7)) * 9).astype("<f8").reshape(10, 6, 7)
+    ds = f.create_dataset("zfp_reversible_3d_f64", data=cube, chunks=(5, 6, 7), **hdf5plugin.Zfp(reversible=True))
+    mask, raw = ds.id.read_direct_chunk((5, 0, 0))
+    expected = ds[5:10].tobytes()
+    with open(os.path.join(OUT, "zfp_reversible_3d_f64.chunk"), "wb") as out:
+        out.write(raw)
+    with open(os.path.join(OUT, "zfp_reversible_3d_f64.expected"), "wb") as out:
+        out.write(expected)
+    with open(os.path.join(OUT, "zfp_reversible_3d_f64.json"), "w") as out:
+        json.dump({"filters": pipeline(ds), "mask": int(mask), "expected_len": len(expected)}, out)
+        out.write("\n")
 
 
 if __name__ == "__main__":
