@@ -240,6 +240,7 @@ def main():
 
         blosc2_vectors(f)
         zfp_vectors(f)
+    lzo_vectors()
 
 
 # ---------------------------------------------------------------------------------------
@@ -337,6 +338,39 @@ def zfp_vectors(f):
     with open(os.path.join(OUT, "zfp_reversible_3d_f64.json"), "w") as out:
         json.dump({"filters": pipeline(ds), "mask": int(mask), "expected_len": len(expected)}, out)
         out.write("\n")
+
+
+# ---------------------------------------------------------------------------------------
+# LZO (305) vectors, added by the "filters2" work. hdf5plugin has no LZO filter, so these
+# are built by hand in PyTables' layout: an LZO1X stream (from the `lzokay` package, run
+# with PYTHONPATH pointing at it) + Adler-32 of the decoded bytes + their length (u32 LE);
+# PyTables tables older than version 20 have no trailer.
+
+def lzo_vectors():
+    try:
+        import lzokay
+    except ImportError:
+        print("lzokay not importable: LZO vectors left as they are")
+        return
+    import zlib
+    mixed = np.concatenate([smooth_i16(3000), rng.integers(-30000, 30000, 500).astype("<i2"),
+                            np.repeat(smooth_i16(300), 7)]).astype("<i2").tobytes()
+    short = bytes([7, 7, 7])
+    for name, data, cd, trailer in (("lzo_mixed_i16", mixed, [1, 20, 2], True),
+                                    ("lzo_old_table_u8", mixed[:2000] * 2, [1, 10, 0], False),
+                                    ("lzo_short_u8", short, [1, 20, 4], True)):
+        raw = lzokay.compress(data)
+        if trailer:
+            raw += (zlib.adler32(data) & 0xffffffff).to_bytes(4, "little") + len(data).to_bytes(4, "little")
+        with open(os.path.join(OUT, name + ".chunk"), "wb") as f:
+            f.write(raw)
+        with open(os.path.join(OUT, name + ".expected"), "wb") as f:
+            f.write(data)
+        meta = {"filters": [{"id": 305, "flags": 1, "cd": cd}], "mask": 0, "expected_len": len(data)}
+        with open(os.path.join(OUT, name + ".json"), "w") as f:
+            json.dump(meta, f)
+            f.write("\n")
+        print(f"{name:28s} stored {len(raw):6d} decoded {len(data):6d}")
 
 
 if __name__ == "__main__":
