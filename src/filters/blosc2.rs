@@ -93,15 +93,13 @@ fn decode_frame(input: &[u8], limit: usize) -> Result<Vec<u8>, String> {
         Some(Value::Array(meta)) => b2nd_meta(input, meta)?,
         _ => None,
     };
+    let typesize = match header.get(6) {
+        Some(Value::Int(t)) if *t > 0 => usize::try_from(*t).unwrap_or(0),
+        _ => return Err("frame header: type size missing".into()),
+    };
     // A b2nd chunk is padded to whole blocks, so it may exceed the HDF5 chunk size.
     let data_limit = match &b2nd {
-        Some(nd) => {
-            let typesize = match header.get(6) {
-                Some(Value::Int(t)) if *t > 0 => usize::try_from(*t).unwrap_or(0),
-                _ => return Err("frame header: type size missing".into()),
-            };
-            nd.padded_bytes(typesize, limit)?
-        }
+        Some(nd) => nd.padded_bytes(typesize, limit)?,
         None => limit,
     };
     if nbytes > data_limit {
@@ -136,7 +134,7 @@ fn decode_frame(input: &[u8], limit: usize) -> Result<Vec<u8>, String> {
                 2 => Special::Nan,
                 s => return Err(format!("chunk offset with special value {s}")),
             };
-            fill_special(&mut out, n, value, None, 0)?;
+            fill_special(&mut out, n, value, None, typesize)?;
             continue;
         }
         let at = usize::try_from(offset)
