@@ -116,7 +116,7 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
 }
 
 /// Decode one stream with codec `codec` into `dst`; returns the bytes written.
-fn decode_stream(
+pub(super) fn decode_stream(
     codec: u8,
     src: &[u8],
     dst: &mut [u8],

@@ -16,8 +16,9 @@
 //!
 //! Decoded here: deflate (1), shuffle (2), fletcher32 (3), szip (4), nbit (5), scaleoffset
 //! (6), bzip2 (307), lzf (32000), blosc 1 (32001), lz4 (32004), bitshuffle (32008) and zstd
-//! (32015). Every other id, notably blosc2 (32026, a Blosc2 frame per chunk), zfp (32013),
-//! sz/sz3 (32017/32024) and lzo (305), is reported as [`Error::UnknownFilter`].
+//! (32015), blosc2 (32026), zfp (32013, float fields of 1-3 dimensions) and lzo (305,
+//! PyTables). Every other id, notably sz/sz3 (32017/32024), is reported as
+//! [`Error::UnknownFilter`].
 
 use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
@@ -25,15 +26,18 @@ use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
 mod bits;
 mod bitshuffle;
 mod blosc;
+mod blosc2;
 mod bzip2;
 mod deflate;
 mod fletcher32;
 mod lz4;
 mod lzf;
+mod lzo;
 mod nbit;
 mod scaleoffset;
 pub mod shuffle;
 mod szip;
+mod zfp;
 mod zstd;
 
 #[cfg(test)]
@@ -125,6 +129,9 @@ pub fn is_supported(id: u16) -> bool {
             | LZ4
             | BITSHUFFLE
             | ZSTD
+            | BLOSC2
+            | ZFP
+            | LZO
     )
 }
 
@@ -248,6 +255,9 @@ fn decode_one(id: u16, data: Vec<u8>, stage: &Stage) -> std::result::Result<Vec<
         LZ4 => lz4::decode(&data, stage)?,
         BITSHUFFLE => bitshuffle::decode(&data, stage)?,
         ZSTD => zstd::decode(&data, stage)?,
+        BLOSC2 => blosc2::decode(&data, stage)?,
+        ZFP => zfp::decode(&data, stage)?,
+        LZO => lzo::decode(&data, stage)?,
         _ => return Err(StageError::Unknown),
     };
     if out.len() > stage.limit {

@@ -88,7 +88,7 @@ fn vectors() -> Vec<Vector> {
 }
 
 /// Filters this build reports as unknown, with the vectors that use them.
-const UNSUPPORTED: &[&str] = &["blosc2_lz4_f32", "zfp_f32"];
+const UNSUPPORTED: &[&str] = &[];
 
 #[test]
 fn real_vectors_decode_exactly() {

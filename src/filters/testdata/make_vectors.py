@@ -238,6 +238,140 @@ def main():
             ds = f.create_dataset(name, data=left, chunks=(40003,), **hdf5plugin.Blosc(cname=cname, clevel=1, shuffle=shuf))
             dump(name, ds)
 
+        blosc2_vectors(f)
+        zfp_vectors(f)
+    lzo_vectors()
+
+
+# ---------------------------------------------------------------------------------------
+# Blosc2 (32026) vectors, added by the "filters2" work: b2nd frames of 2-D chunks padded to
+# whole blocks, special-value chunks, several codecs, and explicit block sizes and the delta
+# filter, only reachable through raw cd values.
+
+def dump2d(name, ds, index):
+    """Vector of chunk `index` along axis 0 of a 2-D dataset (full chunks)."""
+    r, c = ds.chunks
+    mask, raw = ds.id.read_direct_chunk((index * r, 0))
+    expected = ds[index * r : (index + 1) * r, 0:c].tobytes()
+    with open(os.path.join(OUT, name + ".chunk"), "wb") as f:
+        f.write(raw)
+    with open(os.path.join(OUT, name + ".expected"), "wb") as f:
+        f.write(expected)
+    meta = {"filters": pipeline(ds), "mask": int(mask), "expected_len": len(expected)}
+    with open(os.path.join(OUT, name + ".json"), "w") as f:
+        json.dump(meta, f)
+        f.write("\n")
+    print(f"{name:28s} stored {len(raw):6d} decoded {len(expected):6d} mask {mask} {meta['filters']}")
+
+
+def blosc2_raw(f, name, data, chunks, cd):
+    """Dataset with the Blosc2 filter given by raw client data (set_local fills 0-3)."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk(chunks)
+    dcpl.set_filter(32026, h5py.h5z.FLAG_OPTIONAL, cd)
+    space = h5py.h5s.create_simple(data.shape)
+    tid = h5py.h5t.py_create(data.dtype)
+    dsid = h5py.h5d.create(f.id, name.encode(), tid, space, dcpl)
+    dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, data)
+    return f[name]
+
+
+def blosc2_vectors(f):
+    # A 300 x 300 float32 chunk is split into 256 x 256 blocks over a 512 x 512 padded
+    # chunk. The 360 KB decoded chunk is not stored: it is arange % 1000 (see tests.rs).
+    big = (np.arange(600 * 300) % 1000).astype("<f4").reshape(600, 300)
+    ds = f.create_dataset("blosc2_b2nd_padded_f32", data=big, chunks=(300, 300),
+                          **hdf5plugin.Blosc2(cname="zstd", filters=hdf5plugin.Blosc2.SHUFFLE))
+    dump2d("blosc2_b2nd_padded_f32", ds, 1)
+    os.remove(os.path.join(OUT, "blosc2_b2nd_padded_f32.expected"))
+    # Small 2-D chunk in one block, bit-shuffled doubles.
+    ds = f.create_dataset("blosc2_b2nd_bitshuffle_f64", data=smooth_f32(40 * 30).astype("<f8").reshape(40, 30),
+                          chunks=(20, 30), **hdf5plugin.Blosc2(cname="lz4", filters=hdf5plugin.Blosc2.BITSHUFFLE))
+    dump2d("blosc2_b2nd_bitshuffle_f64", ds, 1)
+    # 1-D frames: blosclz with several blocks and a short last one, zlib without shuffle.
+    odd = np.concatenate([smooth_i16(20003), smooth_i16(20003)])
+    ds = blosc2_raw(f, "blosc2_blosclz_leftover_i16", odd, (20003,), (1, 8192, 2, 40006, 9, 1, 0))
+    dump("blosc2_blosclz_leftover_i16", ds)
+    ds = f.create_dataset("blosc2_zlib_noshuffle_u8", data=smooth_u8(4096), chunks=(2048,),
+                          **hdf5plugin.Blosc2(cname="zlib", filters=hdf5plugin.Blosc2.NOFILTER))
+    dump("blosc2_zlib_noshuffle_u8", ds)
+    # Special values: a chunk of zeros (a flagged offset, no chunk stored), a run of NaNs and
+    # a run of one value (runs of repeated bytes per shuffled stream).
+    sp = np.zeros(768, "<f4")
+    sp[256:512] = np.nan
+    sp[512:] = 7.5
+    ds = f.create_dataset("blosc2_special", data=sp, chunks=(256,), **hdf5plugin.Blosc2())
+    for i, kind in enumerate(("zeros", "nan", "value")):
+        dump(f"blosc2_special_{kind}_f32", ds, i)
+    # Delta (3) in the filter slot (truncate precision, 4, fails with meta 0 and stores raw); cd = [rev, blocksize, typesize,
+    # chunk bytes, clevel, filter, codec], codec 5 = zstd, 0 = blosclz.
+    ramp = (np.arange(8192) * 3 + rng.integers(0, 4, 8192)).astype("<i4")
+    ds = blosc2_raw(f, "blosc2_delta_i32", ramp, (4096,), (1, 2048, 4, 16384, 5, 3, 5))
+    dump("blosc2_delta_i32", ds)
+
+
+# ---------------------------------------------------------------------------------------
+# ZFP (32013) vectors, added by the "filters2" work: each mode in 2-D and 3-D chunks with
+# partial edge blocks (chunk sides not multiples of 4).
+
+def zfp_vectors(f):
+    x = np.linspace(0, 6, 30 * 22)
+    smooth = (np.sin(x) * 50 + rng.normal(0, 0.5, x.size)).reshape(30, 22)
+    cases = [
+        ("zfp_rate_2d_f32", smooth.astype("<f4"), (15, 22), hdf5plugin.Zfp(rate=12)),
+        ("zfp_precision_2d_f64", smooth.astype("<f8"), (15, 22), hdf5plugin.Zfp(precision=24)),
+        ("zfp_accuracy_2d_f32", smooth.astype("<f4"), (15, 22), hdf5plugin.Zfp(accuracy=0.01)),
+        ("zfp_reversible_2d_f64", smooth.astype("<f8"), (15, 22), hdf5plugin.Zfp(reversible=True)),
+        ("zfp_reversible_2d_f32", smooth.astype("<f4"), (15, 22), hdf5plugin.Zfp(reversible=True)),
+    ]
+    for name, data, chunks, flt in cases:
+        ds = f.create_dataset(name, data=data, chunks=chunks, **flt)
+        dump2d(name, ds, 1)
+    cube = (np.sin(np.linspace(0, 4, 2 * 5 * 6 * 7)) * 9).astype("<f8").reshape(10, 6, 7)
+    ds = f.create_dataset("zfp_reversible_3d_f64", data=cube, chunks=(5, 6, 7), **hdf5plugin.Zfp(reversible=True))
+    mask, raw = ds.id.read_direct_chunk((5, 0, 0))
+    expected = ds[5:10].tobytes()
+    with open(os.path.join(OUT, "zfp_reversible_3d_f64.chunk"), "wb") as out:
+        out.write(raw)
+    with open(os.path.join(OUT, "zfp_reversible_3d_f64.expected"), "wb") as out:
+        out.write(expected)
+    with open(os.path.join(OUT, "zfp_reversible_3d_f64.json"), "w") as out:
+        json.dump({"filters": pipeline(ds), "mask": int(mask), "expected_len": len(expected)}, out)
+        out.write("\n")
+
+
+# ---------------------------------------------------------------------------------------
+# LZO (305) vectors, added by the "filters2" work. hdf5plugin has no LZO filter, so these
+# are built by hand in PyTables' layout: an LZO1X stream (from the `lzokay` package, run
+# with PYTHONPATH pointing at it) + Adler-32 of the decoded bytes + their length (u32 LE);
+# PyTables tables older than version 20 have no trailer.
+
+def lzo_vectors():
+    try:
+        import lzokay
+    except ImportError:
+        print("lzokay not importable: LZO vectors left as they are")
+        return
+    import zlib
+    mixed = np.concatenate([smooth_i16(3000), rng.integers(-30000, 30000, 500).astype("<i2"),
+                            np.repeat(smooth_i16(300), 7)]).astype("<i2").tobytes()
+    short = bytes([7, 7, 7])
+    for name, data, cd, trailer in (("lzo_mixed_i16", mixed, [1, 20, 2], True),
+                                    ("lzo_old_table_u8", mixed[:2000] * 2, [1, 10, 0], False),
+                                    ("lzo_short_u8", short, [1, 20, 4], True)):
+        raw = lzokay.compress(data)
+        if trailer:
+            raw += (zlib.adler32(data) & 0xffffffff).to_bytes(4, "little") + len(data).to_bytes(4, "little")
+        with open(os.path.join(OUT, name + ".chunk"), "wb") as f:
+            f.write(raw)
+        with open(os.path.join(OUT, name + ".expected"), "wb") as f:
+            f.write(data)
+        meta = {"filters": [{"id": 305, "flags": 1, "cd": cd}], "mask": 0, "expected_len": len(data)}
+        with open(os.path.join(OUT, name + ".json"), "w") as f:
+            json.dump(meta, f)
+            f.write("\n")
+        print(f"{name:28s} stored {len(raw):6d} decoded {len(data):6d}")
+
 
 if __name__ == "__main__":
     sys.exit(main())
