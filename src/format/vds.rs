@@ -57,11 +57,17 @@ pub enum Selection {
     /// The whole extent of the dataspace it is applied to.
     All,
     /// Points in the order they were selected; `coords` holds `rank` values per point.
-    Points { rank: usize, coords: Vec<u64> },
+    Points {
+        rank: usize,
+        coords: Vec<u64>,
+    },
     /// One regular pattern per dimension.
     Regular(Vec<RegularDim>),
     /// Explicit blocks; `corners` holds per block `rank` starts then `rank` inclusive ends.
-    Blocks { rank: usize, corners: Vec<u64> },
+    Blocks {
+        rank: usize,
+        corners: Vec<u64>,
+    },
 }
 
 impl Selection {
@@ -194,12 +200,21 @@ fn parse_hyperslab(c: &mut Cursor<'_>, version: u32) -> Result<Selection> {
                 block: unl(d[3]),
             })
             .collect();
-        if dims.iter().filter(|d| d.count == UNLIMITED || d.block == UNLIMITED).count() > 1 {
+        if dims
+            .iter()
+            .filter(|d| d.count == UNLIMITED || d.block == UNLIMITED)
+            .count()
+            > 1
+        {
             return Err(c.corrupt("hyperslab unlimited in more than one dimension"));
         }
         return Ok(Selection::Regular(dims));
     }
-    let nblocks = if version == 1 { c.u32()? as u64 } else { c.uint(width)? };
+    let nblocks = if version == 1 {
+        c.u32()? as u64
+    } else {
+        c.uint(width)?
+    };
     let total = nblocks
         .checked_mul(2 * rank as u64)
         .ok_or_else(|| c.corrupt(format!("{nblocks} hyperslab blocks")))?;
@@ -241,7 +256,11 @@ impl VdsBlock {
         let n = c.length(sizes)?;
         // Every entry takes at least two 16-byte selections.
         if n > (c.remaining() / 32) as u64 {
-            return Err(Error::limit(WHAT, addr, format!("{n} mappings in {} bytes", data.len())));
+            return Err(Error::limit(
+                WHAT,
+                addr,
+                format!("{n} mappings in {} bytes", data.len()),
+            ));
         }
         let mut mappings: Vec<VdsMapping> = Vec::with_capacity(n as usize);
         for _ in 0..n {
@@ -308,11 +327,14 @@ mod tests {
     const LATEST: &str = concat!(
         "01030000000000000004",
         "2f7372633000030000000100000000000000000000000200000003000000010202000000000001000100",
-        "010000000100010", "00a0004",
+        "010000000100010",
+        "00a0004",
         "2f7372633100030000000100000000000000000000000200000003000000010202000000010001000100",
-        "010000000100010", "00a0004",
+        "010000000100010",
+        "00a0004",
         "2f7372633200030000000100000000000000000000000200000003000000010202000000020001000100",
-        "010000000100010", "00a00",
+        "010000000100010",
+        "00a00",
         "4049f8e8"
     );
 
@@ -356,7 +378,10 @@ mod tests {
         ));
         let img = unhex(LATEST);
         for cut in [1, 9, 30, n - 5, n - 1] {
-            assert!(VdsBlock::parse(&img[..cut], 0, Sizes::DEFAULT).is_err(), "cut {cut}");
+            assert!(
+                VdsBlock::parse(&img[..cut], 0, Sizes::DEFAULT).is_err(),
+                "cut {cut}"
+            );
         }
     }
 

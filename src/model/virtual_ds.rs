@@ -35,6 +35,7 @@ use crate::format::global_heap::GlobalHeapCollection;
 use crate::format::messages::datatype::Datatype;
 use crate::format::vds::{Selection, VdsBlock, VdsMapping, UNLIMITED};
 
+mod boxes;
 mod sel;
 use sel::{Dim, Part, Sel};
 

@@ -200,34 +200,7 @@ impl Sel {
                     dims: p.iter().map(|&c| point_dim(c)).collect(),
                 })
                 .collect(),
-            Selection::Blocks { corners, .. } => {
-                let mut blocks: Vec<&[u64]> = corners.chunks_exact(2 * rank.max(1)).collect();
-                blocks.sort_by_key(|b| b[0]);
-                // The C order of a union of boxes is their sorted order only when no two
-                // boxes share a row of the first dimension.
-                if blocks.windows(2).any(|w| w[0][rank] >= w[1][0]) {
-                    return Err(Error::unsupported(
-                        "virtual dataset selection",
-                        "hyperslab blocks interleaved along the first dimension",
-                    ));
-                }
-                blocks
-                    .iter()
-                    .map(|b| Part {
-                        dims: (0..rank)
-                            .map(|d| {
-                                let n = b[rank + d] - b[d] + 1;
-                                Dim {
-                                    start: b[d],
-                                    stride: n,
-                                    block: n,
-                                    n,
-                                }
-                            })
-                            .collect(),
-                    })
-                    .collect()
-            }
+            Selection::Blocks { corners, .. } => super::boxes::blocks_to_parts(rank, corners)?,
         };
         Sel::from_parts(parts, space)
     }

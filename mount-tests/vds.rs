@@ -1,0 +1,117 @@
+//! Virtual datasets against h5py: the fixtures of `fixtures/vds/make_vds.py` (concatenation of
+//! files, strided interleaving, tiles with strided source selections, explicit blocks,
+//! unlimited and `%b` mappings whose extent comes from the sources, missing sources, sources in
+//! the same file), each in earliest and latest form. Every virtual dataset must report h5py's
+//! shape, hash to `ds[()].tobytes()`, and give the same bytes for any sub-range as for the whole.
+
+use std::path::{Path, PathBuf};
+
+use h5mount::model::{File, OpenOptions};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/vds")
+}
+
+fn expected() -> serde_json::Map<String, Value> {
+    let text = std::fs::read_to_string(dir().join("expected.json")).expect("expected.json");
+    let v: Value = serde_json::from_str(&text).expect("expected.json parses");
+    v.as_object().expect("an object").clone()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn read(d: &h5mount::model::Dataset, offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let n = d
+        .read_at(offset, &mut buf)
+        .unwrap_or_else(|e| panic!("read_at({offset}, {len}): {e}"));
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn virtual_datasets_match_h5py() {
+    let exp = expected();
+    assert!(
+        exp.len() >= 16,
+        "expected.json lists {} datasets",
+        exp.len()
+    );
+    let mut failures = Vec::new();
+    for (key, want) in &exp {
+        let (file, path) = key.split_once(':').unwrap();
+        let f = File::open(&dir().join(file), &OpenOptions::default()).unwrap();
+        let d = f.dataset(f.resolve(path).unwrap()).unwrap();
+        assert_eq!(d.info.layout, "virtual", "{key}");
+        let shape: Vec<u64> = want["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        if d.info.shape != shape {
+            failures.push(format!("{key}: shape {:?} != {shape:?}", d.info.shape));
+            continue;
+        }
+        let nbytes = want["nbytes"].as_u64().unwrap();
+        if d.len() != nbytes {
+            failures.push(format!("{key}: len {} != {nbytes}", d.len()));
+            continue;
+        }
+        let all = read(&d, 0, nbytes as usize + 16);
+        if all.len() as u64 != nbytes
+            || hex(&Sha256::digest(&all)) != want["sha256"].as_str().unwrap()
+        {
+            failures.push(format!("{key}: bytes differ from h5py"));
+            continue;
+        }
+        // Every sub-range, including ones that split elements, agrees with the whole.
+        let n = all.len();
+        let step = (n / 40).max(1);
+        for a in (0..n).step_by(step).chain([1, 3, n.saturating_sub(5)]) {
+            for len in [1, 3, 7, 13, n / 3 + 1, n] {
+                let got = read(&d, a as u64, len);
+                let end = (a + len).min(n);
+                if got != all[a..end] {
+                    failures.push(format!("{key}: range [{a}, +{len}) differs"));
+                }
+            }
+        }
+        assert!(read(&d, n as u64, 8).is_empty(), "{key}: read past the end");
+    }
+    for f in &failures {
+        eprintln!("MISMATCH {f}");
+    }
+    assert!(failures.is_empty(), "{} mismatches", failures.len());
+}
+
+/// The fixtures of the main corpus (sources in the same file and in another file) too.
+#[test]
+fn corpus_virtual_fixtures() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data");
+    for form in ["earliest", "latest"] {
+        let f = File::open(
+            &data.join(format!("virtual_{form}.h5")),
+            &OpenOptions::default(),
+        )
+        .unwrap();
+        let d = f.dataset(f.resolve("/vds_external").unwrap()).unwrap();
+        let got = read(&d, 0, 64);
+        assert_eq!(
+            hex(&got),
+            "0700000008000000090000000a00000000000000000000000000000000000000",
+            "{form}"
+        );
+        // Row 3 of /vds has no mapping: fill value -1.0f32.
+        let d = f.dataset(f.resolve("/vds").unwrap()).unwrap();
+        assert_eq!(
+            read(&d, 120, 8),
+            (-1.0f32).to_le_bytes().repeat(2),
+            "{form}"
+        );
+    }
+}
