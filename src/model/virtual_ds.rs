@@ -281,19 +281,21 @@ impl VirtualReader {
         }
         // Unlimited mappings set the extent of the unlimited dimensions (libhdf5's "last
         // available" view): the furthest coordinate any mapping reaches.
-        if !pending.is_empty() {
+        let any_unlimited = block
+            .mappings
+            .iter()
+            .any(|m| m.virtual_select.unlimited_dim().is_some());
+        if any_unlimited {
             let mut reach: Vec<u64> = vec![0; dims.len()];
-            let fixed_dims = fixed.iter().filter_map(|m| match &m.virtual_select {
-                Selection::Regular(r) => r
-                    .iter()
-                    .map(|&r| Dim::from_regular(r))
-                    .collect::<Result<Vec<_>>>()
-                    .ok(),
-                _ => None,
-            });
-            for v in pending.iter().map(|p| p.0.clone()).chain(fixed_dims) {
-                for (d, x) in v.iter().enumerate() {
-                    reach[d] = reach[d].max(sel::reach(x).unwrap_or(0));
+            let fixed_reach = fixed
+                .iter()
+                .map(|m| sel::selection_reach(&m.virtual_select, dims.len()));
+            let unlimited_reach = pending
+                .iter()
+                .map(|p| p.0.iter().map(|x| sel::reach(x).unwrap_or(0)).collect());
+            for r in fixed_reach.chain(unlimited_reach) {
+                for (d, top) in r.into_iter().enumerate() {
+                    reach[d] = reach[d].max(top);
                 }
             }
             for (d, r) in reach.into_iter().enumerate() {

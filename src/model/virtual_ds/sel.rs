@@ -137,6 +137,43 @@ pub fn reach(d: &Dim) -> Option<u64> {
     (d.n > 0).then(|| d.coord(d.n - 1).saturating_add(1))
 }
 
+/// One past the furthest coordinate a (finite) selection reaches in each of `rank`
+/// dimensions; zeros for "all" and "none", which reach no further than the extent.
+pub fn selection_reach(s: &Selection, rank: usize) -> Vec<u64> {
+    let mut out = vec![0u64; rank];
+    let mut see = |d: usize, top: u64| {
+        if let Some(o) = out.get_mut(d) {
+            *o = (*o).max(top);
+        }
+    };
+    match s {
+        Selection::None | Selection::All => {}
+        Selection::Regular(r) => {
+            for (d, x) in r.iter().enumerate() {
+                if let Some(top) = Dim::from_regular(*x).ok().as_ref().and_then(reach) {
+                    see(d, top);
+                }
+            }
+        }
+        Selection::Points { rank: r, coords } => {
+            for p in coords.chunks_exact((*r).max(1)) {
+                p.iter()
+                    .enumerate()
+                    .for_each(|(d, &c)| see(d, c.saturating_add(1)));
+            }
+        }
+        Selection::Blocks { rank: r, corners } => {
+            for b in corners.chunks_exact(2 * (*r).max(1)) {
+                b[*r..]
+                    .iter()
+                    .enumerate()
+                    .for_each(|(d, &e)| see(d, e.saturating_add(1)));
+            }
+        }
+    }
+    out
+}
+
 /// A product of regular dimensions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
@@ -482,6 +519,18 @@ mod tests {
         .unwrap();
         assert_eq!(s.run_at(3), (true, 10, 1));
         assert_eq!(s.run_at(0), (true, 5, 2));
+    }
+
+    #[test]
+    fn reach_of_selections() {
+        let blocks = Selection::Blocks {
+            rank: 2,
+            corners: vec![0, 1, 3, 2, 5, 0, 6, 0],
+        };
+        assert_eq!(selection_reach(&blocks, 2), vec![7, 3]);
+        let r = Selection::Regular(vec![reg(1, 4, 3, 2), reg(0, 1, 1, 5)]);
+        assert_eq!(selection_reach(&r, 2), vec![11, 5]);
+        assert_eq!(selection_reach(&Selection::All, 2), vec![0, 0]);
     }
 
     #[test]
