@@ -44,6 +44,11 @@ use sel::{Dim, Part, Sel};
 const MAX_NESTING: u32 = 8;
 /// `%b` sources probed per mapping (libhdf5 probes until the first missing one).
 const MAX_PRINTF_SOURCES: u64 = 1 << 16;
+/// Gather a stretch of source ordinals at once when it is at most this many times the elements
+/// a read wants from it...
+const GATHER_SLACK: u64 = 4;
+/// ...and at most this many bytes.
+const MAX_GATHER_BYTES: u64 = 16 << 20;
 /// Chunk cache of each source file opened for a VDS (the main file has its own).
 const SOURCE_CACHE_BYTES: u64 = 32 << 20;
 
@@ -515,26 +520,65 @@ impl VirtualReader {
                     }
                     Source::Ready { dset, sel } => (dset, sel),
                 };
-                for (lin, ord, len) in runs {
-                    let mut dst = lin - e0;
-                    let mut o = ord;
-                    let stop = ord + len;
-                    while o < stop && o < ssel.total() {
-                        let (valid, slin, slen) = ssel.run_at(o);
-                        let k = slen.min(stop - o);
-                        if valid {
-                            let a = (dst * es) as usize;
-                            let b = ((dst + k) * es) as usize;
-                            dset.read_at(slin * es, &mut out[a..b])?;
-                        }
-                        o += k;
-                        dst += k;
+                let (lo, hi) = (runs[0].1, runs[runs.len() - 1].1 + runs[runs.len() - 1].2);
+                let wanted: u64 = runs.iter().map(|r| r.2).sum();
+                let span = hi - lo;
+                if runs.len() > 1
+                    && span <= wanted.saturating_mul(GATHER_SLACK)
+                    && span * es <= MAX_GATHER_BYTES
+                {
+                    // Many short virtual runs (strides, interleaving) over a compact stretch
+                    // of source ordinals: read that stretch in source-sized runs, then scatter.
+                    let mut tmp = self.fill.repeat(span as usize);
+                    copy_source(dset, ssel, lo, span, es, &mut tmp)?;
+                    for (lin, ord, len) in runs {
+                        let (a, b) = (((ord - lo) * es) as usize, ((ord - lo + len) * es) as usize);
+                        let d = ((lin - e0) * es) as usize;
+                        out[d..d + (b - a)].copy_from_slice(&tmp[a..b]);
+                    }
+                } else {
+                    for (lin, ord, len) in runs {
+                        let d = ((lin - e0) * es) as usize;
+                        copy_source(
+                            dset,
+                            ssel,
+                            ord,
+                            len,
+                            es,
+                            &mut out[d..d + (len * es) as usize],
+                        )?;
                     }
                 }
             }
             Ok(())
         })
     }
+}
+
+/// Source ordinals `[o, o + count)` into `dst` (their size); elements outside the source's
+/// extent or beyond its selection are left as they are (the fill value).
+fn copy_source(
+    dset: &Dataset,
+    ssel: &Sel,
+    o: u64,
+    count: u64,
+    es: u64,
+    dst: &mut [u8],
+) -> Result<()> {
+    let stop = o + count;
+    let mut o = o;
+    let mut at = 0u64;
+    while o < stop && o < ssel.total() {
+        let (valid, slin, slen) = ssel.run_at(o);
+        let k = slen.min(stop - o);
+        if valid {
+            let (a, b) = ((at * es) as usize, ((at + k) * es) as usize);
+            dset.read_at(slin * es, &mut dst[a..b])?;
+        }
+        o += k;
+        at += k;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

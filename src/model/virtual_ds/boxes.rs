@@ -15,9 +15,6 @@ use crate::error::{Error, Result};
 /// Parts produced from one block list at most (a hostile list cannot make us allocate more).
 const MAX_PARTS: usize = 1 << 20;
 
-/// One block: per dimension (start, length).
-type Block = Vec<(u64, u64)>;
-
 fn limit() -> Error {
     Error::limit("hyperslab selection", 0, "too many blocks to decompose")
 }
@@ -28,11 +25,12 @@ pub fn blocks_to_parts(rank: usize, corners: &[u64]) -> Result<Vec<Part>> {
     if rank == 0 {
         return Ok(Vec::new());
     }
-    let blocks: Vec<Block> = corners
+    // One flat list of (start, length) pairs, `rank` per block: no allocation per block.
+    let flat: Vec<(u64, u64)> = corners
         .chunks_exact(2 * rank)
-        .map(|b| (0..rank).map(|d| (b[d], b[rank + d] - b[d] + 1)).collect())
+        .flat_map(|b| (0..rank).map(move |d| (b[d], b[rank + d] - b[d] + 1)))
         .collect();
-    let refs: Vec<&[(u64, u64)]> = blocks.iter().map(|b| b.as_slice()).collect();
+    let refs: Vec<&[(u64, u64)]> = flat.chunks_exact(rank).collect();
     let mut budget = MAX_PARTS;
     Ok(decompose(&refs, &mut budget)?
         .into_iter()
@@ -42,6 +40,12 @@ pub fn blocks_to_parts(rank: usize, corners: &[u64]) -> Result<Vec<Part>> {
 
 /// Parts (as dimension lists from this level down) of the union of `blocks`.
 fn decompose(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Vec<Dim>>> {
+    if blocks.iter().all(|b| b.len() == 1) {
+        return Ok(intervals(blocks, budget)?
+            .into_iter()
+            .map(|d| vec![d])
+            .collect());
+    }
     let mut bounds: Vec<u64> = Vec::with_capacity(2 * blocks.len());
     for b in blocks {
         let (s, n) = b[0];
@@ -96,6 +100,47 @@ fn decompose(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Vec<Dim
                 }
             }
         }
+    }
+    Ok(out)
+}
+
+/// The innermost dimension: sorted intervals, overlapping or touching ones joined, then
+/// equal blocks at equal steps folded into strided dimensions.
+fn intervals(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Dim>> {
+    let mut iv: Vec<(u64, u64)> = blocks.iter().map(|b| b[0]).collect();
+    iv.sort_unstable();
+    let mut out: Vec<Dim> = Vec::new();
+    let mut cur: Option<(u64, u64)> = None;
+    let mut emit = |(s, n): (u64, u64), out: &mut Vec<Dim>| -> Result<()> {
+        let d = Dim {
+            start: s,
+            stride: n,
+            block: n,
+            n,
+        };
+        if let Some(p) = out.last_mut() {
+            if let Some(m) = merge(*p, d) {
+                *p = m;
+                return Ok(());
+            }
+        }
+        *budget = budget.checked_sub(1).ok_or_else(limit)?;
+        out.push(d);
+        Ok(())
+    };
+    for (s, n) in iv {
+        let e = s.checked_add(n).ok_or_else(limit)?;
+        cur = match cur {
+            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                emit((cs, ce - cs), &mut out)?;
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    if let Some((cs, ce)) = cur {
+        emit((cs, ce - cs), &mut out)?;
     }
     Ok(out)
 }

@@ -309,6 +309,12 @@ impl Sel {
     /// The run starting at positions `ks` of part `p`: (inside the extent, length). An
     /// inside run is cut where it leaves the extent; an outside one spans to the run's end.
     fn run(&self, p: &Part, ks: &[u64]) -> (bool, u64) {
+        let (inside, len, _, _) = self.run_ext(p, ks);
+        (inside, len)
+    }
+
+    /// [`Sel::run`], plus the dimension the run advances along and by how many positions.
+    fn run_ext(&self, p: &Part, ks: &[u64]) -> (bool, u64, usize, u64) {
         let r = ks.len();
         let mut j = r - 1;
         while j > 0 && self.full(p, j) {
@@ -327,10 +333,10 @@ impl Sel {
         let outside = (0..j).any(|d| p.dims[d].coord(ks[d]) >= self.space[d]);
         let c = x.coord(k);
         if outside || c >= self.space[j] {
-            return (false, len);
+            return (false, len, j, contig);
         }
         let valid = contig.min(self.space[j] - c);
-        (true, (valid * t - within).min(len))
+        (true, (valid * t - within).min(len), j, valid)
     }
 
     fn linear(&self, p: &Part, ks: &[u64]) -> u64 {
@@ -384,19 +390,35 @@ impl Sel {
     /// with linear index in `[e0, e1)`.
     pub fn runs_in(&self, e0: u64, e1: u64, f: &mut impl FnMut(u64, u64, u64)) {
         for i in 0..self.parts.len() {
-            let mut lin = e0;
-            while lin < e1 {
-                let Some(ks) = self.seek(i, lin) else { break };
-                let l = self.linear(&self.parts[i], &ks);
+            let (p, lim) = (&self.parts[i], &self.lim[i]);
+            let Some(mut ks) = self.seek(i, e0) else {
+                continue;
+            };
+            loop {
+                let l = self.linear(p, &ks);
                 if l >= e1 {
                     break;
                 }
-                let (inside, len) = self.run(&self.parts[i], &ks);
+                let (inside, len, j, step) = self.run_ext(p, &ks);
                 if !inside || len == 0 {
                     break;
                 }
                 f(l, self.ordinal(i, &ks), len.min(e1 - l));
-                lin = l + len;
+                // Step past the run: on along dimension j, carrying into outer ones.
+                ks[j] += step;
+                ks[j + 1..].iter_mut().for_each(|k| *k = 0);
+                let mut d = j;
+                while ks[d] >= lim[d] {
+                    if d == 0 {
+                        break;
+                    }
+                    ks[d] = 0;
+                    d -= 1;
+                    ks[d] += 1;
+                }
+                if ks[0] >= lim[0] {
+                    break;
+                }
             }
         }
     }
