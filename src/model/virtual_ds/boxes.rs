@@ -28,7 +28,7 @@ pub fn blocks_to_parts(rank: usize, corners: &[u64]) -> Result<Vec<Part>> {
     // One flat list of (start, length) pairs, `rank` per block: no allocation per block.
     let flat: Vec<(u64, u64)> = corners
         .chunks_exact(2 * rank)
-        .flat_map(|b| (0..rank).map(move |d| (b[d], b[rank + d] - b[d] + 1)))
+        .flat_map(|b| (0..rank).map(move |d| (b[d], (b[rank + d] - b[d]).saturating_add(1))))
         .collect();
     let refs: Vec<&[(u64, u64)]> = flat.chunks_exact(rank).collect();
     let mut budget = MAX_PARTS;

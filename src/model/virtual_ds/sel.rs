@@ -91,6 +91,15 @@ impl Dim {
 
 /// A regular dimension with an unlimited count or block cut to `positions` positions.
 pub fn clip_unlimited(r: RegularDim, positions: u64) -> Dim {
+    if r.block == 0 {
+        // Selects nothing (and must not divide by the block below).
+        return Dim {
+            start: r.start,
+            stride: 1,
+            block: 1,
+            n: 0,
+        };
+    }
     if r.block == UNLIMITED {
         Dim {
             start: r.start,
@@ -110,6 +119,9 @@ pub fn clip_unlimited(r: RegularDim, positions: u64) -> Dim {
 
 /// Positions of a (possibly unlimited) regular dimension inside an extent of `d`.
 pub fn positions_below(r: &RegularDim, d: u64) -> u64 {
+    if r.block == 0 {
+        return 0;
+    }
     let dim = if r.block == UNLIMITED {
         Dim {
             start: r.start,
@@ -570,6 +582,10 @@ mod tests {
         let d = clip_unlimited(reg(0, 4, UNLIMITED, 3), 5);
         assert_eq!(reach(&d), Some(6));
         assert!(Dim::from_regular(reg(0, 1, UNLIMITED, 1)).is_err());
+        // A zero block with a zero stride selects nothing instead of dividing by zero.
+        let z = reg(0, 0, UNLIMITED, 0);
+        assert_eq!(positions_below(&z, 10), 0);
+        assert_eq!(clip_unlimited(z, 5).n, 0);
         assert!(Dim::from_regular(reg(0, 1, 3, 2)).is_err());
     }
 }
