@@ -10,7 +10,6 @@ use crate::error::{Error, Result};
 use crate::format::messages::{types, Message};
 use crate::io::{checksum, Cursor};
 
-
 /// Map message type → fractal heap address, empty when the file shares no messages.
 pub(super) fn read_sohm_indexes(file: &File) -> Result<HashMap<u16, u64>> {
     let mut map = HashMap::new();
