@@ -133,3 +133,71 @@ fn self_reference_and_nesting() {
         assert!(nested.read_at(40, &mut [0u8; 40]).is_err(), "{form}");
     }
 }
+
+/// Every byte of the mapping block mutated, with its checksum recomputed so the selection
+/// parsers and the reader really see the damage: opening and reading must fail or succeed,
+/// never panic or hang.
+#[test]
+fn mutated_mapping_blocks_fail_cleanly() {
+    let src = std::fs::read(dir().join("vds_earliest.h5")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // Sources resolve relative to the mutated copy's directory: copy them along.
+    for e in std::fs::read_dir(dir()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "h5") {
+            std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    // Every global heap object in the file: (data start, size).
+    let mut objects = Vec::new();
+    let mut at = 0;
+    while let Some(i) = src[at..].windows(4).position(|w| w == b"GCOL") {
+        let g = at + i;
+        let size = u64::from_le_bytes(src[g + 8..g + 16].try_into().unwrap()) as usize;
+        let mut o = g + 16;
+        while o + 16 <= (g + size).min(src.len()) {
+            let index = u16::from_le_bytes([src[o], src[o + 1]]);
+            let n = u64::from_le_bytes(src[o + 8..o + 16].try_into().unwrap()) as usize;
+            if index == 0 || o + 16 + n > src.len() {
+                break;
+            }
+            objects.push((o + 16, n));
+            o += 16 + n.div_ceil(8) * 8;
+        }
+        at = g + 4;
+    }
+    assert!(!objects.is_empty());
+    let path = tmp.path().join("mutant.h5");
+    let mut tried = 0;
+    for &(start, n) in &objects {
+        for pos in (start..start + n - 4).step_by(5) {
+            for flip in [0x01u8, 0xff] {
+                let mut m = src.clone();
+                m[pos] ^= flip;
+                let sum = h5mount::io::checksum::lookup3(&m[start..start + n - 4], 0);
+                m[start + n - 4..start + n].copy_from_slice(&sum.to_le_bytes());
+                std::fs::write(&path, &m).unwrap();
+                let Ok(f) = File::open(&path, &OpenOptions::default()) else {
+                    continue;
+                };
+                for name in [
+                    "/concat",
+                    "/interleave",
+                    "/tiles",
+                    "/blocks",
+                    "/unlimited",
+                    "/printf",
+                    "/samefile",
+                ] {
+                    let Ok(id) = f.resolve(name) else { continue };
+                    if let Ok(d) = f.dataset(id) {
+                        let mut buf = vec![0u8; (d.len() as usize).min(1 << 16)];
+                        let _ = d.read_at(0, &mut buf);
+                    }
+                }
+                tried += 1;
+            }
+        }
+    }
+    assert!(tried > 100, "only {tried} mutants");
+}
