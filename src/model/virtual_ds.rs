@@ -5,20 +5,27 @@
 //! selection) is the n-th selected source element. Elements no mapping covers, and elements
 //! whose source file or dataset is missing, read as the fill value.
 //!
-//! Each selection is turned into [`Sel`]: a list of *parts*, each a product of one regular
-//! pattern per dimension (`start + (k / block) * stride + k % block` for `k < n`). "All",
-//! regular hyperslabs, points (one part each) and explicit blocks (one part each, accepted
-//! when their C order is their sorted order) all fit. A read of an element range walks each
-//! mapping's virtual parts by *runs* (elements consecutive both in the virtual file and in
-//! the selection order), found by seeking rather than by visiting every selected element, and
-//! copies the matching source runs with one `Dataset::read_at` each.
+//! Each selection is turned into a `Sel` (module `sel`): a list of *parts*, each a product
+//! of one regular pattern per dimension (`start + (k / block) * stride + k % block` for
+//! `k < n`). "All" and regular hyperslabs are one part, points one part each, and explicit
+//! block lists (hyperslab version 1, what the earliest format bounds write) are decomposed by
+//! module `boxes` into parts in the C order of their union. A read of an element range walks
+//! each mapping's virtual parts by *runs* (elements consecutive both in the virtual file and
+//! in selection order), stepping from run to run rather than visiting every element, and copies
+//! the matching source runs with one `Dataset::read_at` each; many short runs over a compact
+//! stretch of source elements (strides, interleaving) are served by reading that stretch once
+//! and scattering it.
 //!
 //! Unlimited mappings are resolved when the dataset is opened, against the sources' current
 //! extents: a source selection unlimited in one dimension is clipped to the source, and the
 //! virtual selection keeps as many elements; a `%b` mapping (printf-style names) maps block
 //! *i* of the virtual selection to the source named with *i*, for every *i* until the first
 //! missing source. As libhdf5 does (view "last available"), the extent of the virtual
-//! dataset's unlimited dimensions is then the largest extent the mappings reach.
+//! dataset's unlimited dimensions is then the furthest any mapping reaches, fixed ones
+//! included (0 when no source exists); a clipped source keeps its trailing partial block.
+//!
+//! A source must have the virtual dataset's datatype: libhdf5 would convert, this reader
+//! refuses the read (unsupported) rather than serve bytes of another type.
 //!
 //! Sources in the same file are opened through the same [`File`] when the VDS is opened;
 //! sources in other files are opened on first read, relative to the VDS file's directory.
