@@ -265,7 +265,13 @@ impl VirtualReader {
                         block: vu.block,
                         n: vu.block,
                     };
+                    // A source that exists but cannot be used (unreadable, other type, out of
+                    // file descriptors) ends the probing too; its block reports the error.
+                    let last = matches!(src, Source::Failed { .. });
                     pending.push((v, m, src));
+                    if last {
+                        break;
+                    }
                 }
             } else {
                 let src = reader.resolve_source(
