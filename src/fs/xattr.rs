@@ -176,7 +176,8 @@ mod tests {
             filters(&[f(32000, &[0, 0, 400], Some("lzf"))]),
             "lzf(0,0,400)"
         );
-        assert_eq!(filters(&[f(32015, &[], None)]), "filter32015");
+        assert_eq!(filters(&[f(32015, &[], None)]), "zstd");
+        assert_eq!(filters(&[f(40000, &[], None)]), "filter40000");
         assert_eq!(filters(&[]), "");
     }
 
