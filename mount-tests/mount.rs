@@ -644,11 +644,19 @@ fn xattrs_match_manifest() {
     for (name, objs) in files(&man) {
         let m = Mount::background(&data_file(&name), &[]);
         for (path, o) in &objs {
-            if !path_showable(path) || !matches!(o["kind"].as_str(), Some("dataset" | "group")) {
+            if !path_showable(path)
+                || !matches!(o["kind"].as_str(), Some("dataset" | "group" | "datatype"))
+            {
                 continue;
             }
             let p = m.at(path);
             let mut want: Vec<(String, Result<String, i32>)> = Vec::new();
+            if o["kind"] == "datatype" {
+                want.push((
+                    "user.h5.dtype".into(),
+                    Ok(o["dtype"].as_str().unwrap_or("").into()),
+                ));
+            }
             if o["kind"] == "dataset" {
                 want.push((
                     "user.h5.dtype".into(),

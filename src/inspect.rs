@@ -141,14 +141,9 @@ pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<
                 Err(e) => w(out, format!("{p}  dataset [error: {e}]"))?,
             },
             ObjectKind::NamedDatatype => {
-                let h = file.header(id).map_err(|e| e.in_object(&p))?;
-                let dt = match h
-                    .first(crate::format::messages::types::DATATYPE)
-                    .map(|m| file.decode(m))
-                {
-                    Some(Ok(crate::format::messages::Message::Datatype(t))) => t.numpy_str(),
-                    Some(Err(e)) => format!("[error: {e}]"),
-                    _ => "?".into(),
+                let dt = match file.named_datatype(id) {
+                    Ok(t) => t.numpy_str(),
+                    Err(e) => format!("[error: {e}]"),
                 };
                 w(out, format!("{p}  datatype {dt}"))?
             }

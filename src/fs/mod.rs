@@ -347,14 +347,28 @@ impl H5Fs {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        if self.kind(node, id)? == ObjectKind::Dataset {
-            let ds = self
-                .file
-                .dataset(id)
-                .map_err(|e| FsError::model(&node.path, e))?;
-            for (k, v) in xattr::dataset_xattrs(&ds.info) {
-                out.push((k, v.into_bytes()));
+        match self.kind(node, id)? {
+            ObjectKind::Dataset => {
+                let ds = self
+                    .file
+                    .dataset(id)
+                    .map_err(|e| FsError::model(&node.path, e))?;
+                for (k, v) in xattr::dataset_xattrs(&ds.info) {
+                    out.push((k, v.into_bytes()));
+                }
             }
+            ObjectKind::NamedDatatype => {
+                // A committed datatype is an empty file described by its type.
+                let t = self
+                    .file
+                    .named_datatype(id)
+                    .map_err(|e| FsError::model(&node.path, e))?;
+                out.push((
+                    format!("{}h5.dtype", xattr::USER),
+                    t.numpy_str().into_bytes(),
+                ));
+            }
+            _ => {}
         }
         let attrs = self
             .file

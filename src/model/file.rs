@@ -15,6 +15,7 @@ use lru::LruCache;
 use super::{Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind};
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::format::messages::datatype::Datatype;
 use crate::format::messages::shared::SharedMessage;
 use crate::format::messages::{self, types, Message};
 use crate::format::object_header::{flags, ObjectHeader, RawMessage};
@@ -292,6 +293,18 @@ impl File {
         let d = Arc::new(super::dataset::open_dataset(self, id, &h)?);
         self.datasets.lock().unwrap().put(id.0, d.clone());
         Ok(d)
+    }
+
+    /// The type of a committed (named) datatype object.
+    pub fn named_datatype(&self, id: ObjectId) -> Result<Datatype> {
+        let h = self.header(id)?;
+        let raw = h
+            .first(types::DATATYPE)
+            .ok_or_else(|| Error::corrupt("committed datatype", id.0, "no datatype message"))?;
+        match self.decode(raw)? {
+            Message::Datatype(t) => Ok(t),
+            _ => Err(Error::corrupt("committed datatype", id.0, "not a datatype")),
+        }
     }
 
     /// Attributes of any object, in name order.
