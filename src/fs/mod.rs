@@ -180,6 +180,11 @@ impl H5Fs {
             }
             other => {
                 let text = dir::symlink_text(&node.path, other).unwrap_or_default();
+                if dir::is_refused(&text) {
+                    self.log_once(&path, || {
+                        format!("link {path:?} would lead outside the mount; shown dangling")
+                    });
+                }
                 Some(self.inodes.symlink(node, &link.name, text))
             }
         }
