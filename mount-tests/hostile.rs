@@ -198,6 +198,38 @@ fn symlinks_never_lead_outside_the_mount() {
 }
 
 #[test]
+fn link_names_the_kernel_cannot_take_are_skipped_and_logged_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("h5mount.log");
+    let log_arg = log.to_str().unwrap().to_string();
+    let m = Mount::background(&fixture("links.h5"), &["--log-file", &log_arg]);
+    for _ in 0..3 {
+        let names: Vec<String> = fs::read_dir(m.at("/names"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["ok"]);
+    }
+    assert_eq!(fs::read(m.at("/names/ok")).unwrap(), le_i4(2));
+    assert_eq!(
+        fs::metadata(m.at("/names/Zz")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    // `..` is the kernel's: the parent directory, not the dataset named `..`.
+    let up = fs::metadata(m.at("/names/..")).unwrap();
+    assert!(up.is_dir());
+    assert_eq!(up.ino(), 1);
+    let text = fs::read_to_string(&log).unwrap_or_default();
+    for bad in ["\"/names/Zz/Zz\"", "\"/names/..\""] {
+        let n = text
+            .lines()
+            .filter(|l| l.contains(&format!("skipping link {bad}")))
+            .count();
+        assert_eq!(n, 1, "{bad} logged {n} times: {text}");
+    }
+}
+
+#[test]
 fn external_storage_outside_the_file_directory_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("d");
