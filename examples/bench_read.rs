@@ -19,6 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args[1].as_ref(),
         &OpenOptions {
             cache_bytes: 256 << 20,
+            ..OpenOptions::default()
         },
     )?;
     let ds = file.dataset(file.resolve(&args[2])?)?;

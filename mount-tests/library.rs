@@ -274,6 +274,7 @@ fn check_file(name: &str, entry: &Value) -> Report {
         &fixtures_dir().join("data").join(name),
         &OpenOptions {
             cache_bytes: 64 << 20,
+            ..OpenOptions::default()
         },
     ) {
         Ok(f) => f,

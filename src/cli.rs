@@ -39,7 +39,8 @@ struct Cli {
 
     /// Mount options, comma separated (repeatable): ro, allow_other, allow_root,
     /// default_permissions (on by default; nodefault_permissions turns it off),
-    /// auto_unmount, uid=N, gid=N, fsname=NAME, subtype=NAME, cache_size=SIZE, threads=N;
+    /// auto_unmount, uid=N, gid=N, fsname=NAME, subtype=NAME, cache_size=SIZE, threads=N,
+    /// allow_external_paths (follow external storage names outside the file's directory);
     /// fstab options (noauto, nofail, _netdev, user, x-*, ...) are ignored; rw is refused.
     #[arg(
         short = 'o',

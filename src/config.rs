@@ -39,6 +39,9 @@ pub struct Config {
     /// `-v` count.
     pub verbose: u8,
     pub log_file: Option<PathBuf>,
+    /// Follow external storage file names that are absolute or climb out of the HDF5 file's
+    /// directory (`-o allow_external_paths`; off: such datasets fail their reads).
+    pub allow_external_paths: bool,
 }
 
 impl Config {
@@ -61,6 +64,7 @@ impl Config {
             threads: DEFAULT_THREADS,
             verbose: 0,
             log_file: None,
+            allow_external_paths: false,
         }
     }
 
@@ -92,6 +96,7 @@ impl Config {
             "default_permissions" => self.default_permissions = true,
             "nodefault_permissions" | "no_default_permissions" => self.default_permissions = false,
             "auto_unmount" => self.auto_unmount = true,
+            "allow_external_paths" => self.allow_external_paths = true,
             "uid" => self.uid = Some(parse_id(key, need()?)?),
             "gid" => self.gid = Some(parse_id(key, need()?)?),
             "fsname" => self.fsname = Some(need()?.to_string()),
@@ -212,5 +217,10 @@ mod tests {
         c.apply_options("auto_unmount").unwrap();
         assert!(c.validate().is_err());
         assert!(cfg().default_permissions, "on by default");
+        assert!(!cfg().allow_other && !cfg().allow_root, "off by default");
+        assert!(!cfg().allow_external_paths, "off by default");
+        let mut c = cfg();
+        c.apply_options("allow_external_paths").unwrap();
+        assert!(c.allow_external_paths);
     }
 }

@@ -57,6 +57,7 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
     }
     let opts = OpenOptions {
         cache_bytes: cfg.cache_size,
+        allow_outside_paths: cfg.allow_external_paths,
     };
     let file = File::open(f, &opts).map_err(|e| format!("{}: {e}", f.display()))?;
     // Parse the root object now so a file whose root is broken is refused before mounting.

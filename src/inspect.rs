@@ -74,6 +74,7 @@ pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<
         path,
         &OpenOptions {
             cache_bytes: 16 << 20,
+            ..OpenOptions::default()
         },
     )?;
     let start_path = start.unwrap_or("/").to_string();

@@ -10,6 +10,15 @@
 //! Soft links become symlinks whose text is a path relative to the link's directory, so they
 //! resolve inside the mount wherever it is mounted; external links become dangling symlinks
 //! whose text is `FILE::PATH`.
+//!
+//! Symlink texts never lead outside the mount. A text is safe when it is some `..` that climb
+//! exactly to the mount root from the link's directory (the directory's depth is known: every
+//! group is shown at one path only), followed by names going down: each later component is a
+//! directory or another symlink that is itself safe, so by induction resolution stays inside.
+//! HDF5 gives `..` no meaning (it would be a link literally named `..`, which is never shown),
+//! so a soft link whose path has a `..` component, or an external link whose file name is
+//! absolute or has one, cannot be shown as written: its text becomes [`REFUSED_PREFIX`] and the
+//! original with `/` escaped, one component that names nothing — a dangling symlink.
 
 use std::collections::HashMap;
 
@@ -78,24 +87,57 @@ pub fn bad_name(name: &str) -> Option<&'static str> {
     }
 }
 
+/// Start of the text of a symlink whose link would lead outside the mount.
+pub const REFUSED_PREFIX: &str = "h5mount-refused:";
+
 /// Symlink text for a soft or external link found in the group at `group_path`; `None` for
-/// hard and user-defined links.
+/// hard and user-defined links. A link that would lead outside the mount gets a dangling text
+/// (see the module docs); [`is_refused`] tells.
 pub fn symlink_text(group_path: &str, target: &LinkTarget) -> Option<String> {
     match target {
         LinkTarget::Soft(path) => Some(soft_target(group_path, path)),
-        LinkTarget::External { file, path } => Some(format!("{file}::{path}")),
+        LinkTarget::External { file, path } => {
+            let text = format!("{file}::{path}");
+            // `..` in the object path counts too: the `FILE::` component may be a symlink.
+            if file.starts_with('/') || has_dotdot(file) || has_dotdot(path) {
+                Some(refused(&text))
+            } else {
+                Some(text)
+            }
+        }
         LinkTarget::Hard(_) | LinkTarget::UserDefined(_) => None,
     }
 }
 
+/// True if `text` is the dangling text of a refused link.
+pub fn is_refused(text: &str) -> bool {
+    text.starts_with(REFUSED_PREFIX)
+}
+
+fn has_dotdot(path: &str) -> bool {
+    path.split('/').any(|c| c == "..")
+}
+
+/// The dangling text for `original`: one path component (`%` and `/` escaped), so the kernel
+/// looks it up in the link's own directory and climbs nowhere.
+fn refused(original: &str) -> String {
+    let escaped = original.replace('%', "%25").replace('/', "%2F");
+    format!("{REFUSED_PREFIX}{escaped}")
+}
+
 /// Rewrite an HDF5 soft-link path for a symlink living in the directory `group_path`.
 /// Absolute paths climb to the mount root with one `..` per component of `group_path`;
-/// relative paths are relative to the link's group in HDF5 too and are kept.
+/// relative paths are relative to the link's group in HDF5 too and are kept (`.` and empty
+/// components dropped). A path with a `..` component is refused (dangling text).
 pub fn soft_target(group_path: &str, target: &str) -> String {
-    if !target.starts_with('/') {
-        return target.to_string();
+    if has_dotdot(target) {
+        return refused(target);
     }
-    let depth = group_path.split('/').filter(|c| !c.is_empty()).count();
+    let depth = if target.starts_with('/') {
+        group_path.split('/').filter(|c| !c.is_empty()).count()
+    } else {
+        0
+    };
     let mut parts: Vec<&str> = vec![".."; depth];
     parts.extend(target.split('/').filter(|c| !c.is_empty() && *c != "."));
     if parts.is_empty() {
@@ -129,6 +171,80 @@ mod tests {
             Some("o.h5::/g".into())
         );
         assert_eq!(symlink_text("/", &LinkTarget::Hard(ObjectId(1))), None);
+    }
+
+    /// Walk `text` as the kernel would from a directory `depth` below the mount root: the
+    /// lowest depth reached (negative = outside the mount).
+    fn lowest_depth(depth: i64, text: &str) -> i64 {
+        assert!(!text.starts_with('/'), "absolute text {text:?}");
+        let mut d = depth;
+        let mut low = d;
+        for c in text.split('/') {
+            match c {
+                ".." => d -= 1,
+                "" | "." => {}
+                _ => d += 1,
+            }
+            low = low.min(d);
+        }
+        low
+    }
+
+    #[test]
+    fn no_symlink_text_leads_outside_the_mount() {
+        let soft = [
+            "../../../etc",
+            "/../../etc/passwd",
+            "a/../../b",
+            "..",
+            "/a/..",
+            "./../x",
+            "//..//..",
+        ];
+        for group in ["/", "/g", "/g/h/i"] {
+            let depth = group.split('/').filter(|c| !c.is_empty()).count() as i64;
+            for t in soft {
+                let text = soft_target(group, t);
+                assert!(is_refused(&text), "{group} {t} -> {text}");
+                assert!(!text.contains('/'), "{text}");
+                assert!(lowest_depth(depth, &text) >= 0);
+            }
+            for t in ["/a/b", "a/./b", "/", "x", "/..a/b..", "..."] {
+                let text = soft_target(group, t);
+                assert!(!is_refused(&text), "{t}");
+                assert_eq!(
+                    lowest_depth(depth, &text),
+                    if t.starts_with('/') { 0 } else { depth },
+                    "{group} {t} {text}"
+                );
+            }
+            for (file, ok) in [
+                ("o.h5", true),
+                ("sub/o.h5", true),
+                ("/etc/passwd", false),
+                ("../o.h5", false),
+                ("a/../../o.h5", false),
+            ] {
+                let l = LinkTarget::External {
+                    file: file.into(),
+                    path: "/x/y".into(),
+                };
+                let text = symlink_text(group, &l).unwrap();
+                assert_eq!(!is_refused(&text), ok, "{file} -> {text}");
+                if ok {
+                    assert!(lowest_depth(depth, &text) >= depth, "{text}");
+                } else {
+                    assert!(!text.contains('/'), "{text}");
+                }
+            }
+        }
+        let l = LinkTarget::External {
+            file: "o.h5".into(),
+            path: "/../..".into(),
+        };
+        assert!(is_refused(&symlink_text("/g", &l).unwrap()));
+        assert_eq!(soft_target("/", "a%/b"), "a%/b");
+        assert_eq!(soft_target("/", "../a%/b"), "h5mount-refused:..%2Fa%25%2Fb");
     }
 
     #[test]

@@ -247,7 +247,10 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
 
 /// Resolve external file names (local heap) to paths relative to the HDF5 file's directory,
 /// which is what libhdf5 does with an `${ORIGIN}` prefix; its default (the process's current
-/// directory) means nothing for a daemon.
+/// directory) means nothing for a daemon. Names that are absolute or climb out of that
+/// directory with `..` are refused unless [`super::OpenOptions::allow_outside_paths`]: a file
+/// from elsewhere must not make the mount show arbitrary host files. The check is on the name
+/// (host symlinks inside the directory tree are the host's own business).
 fn external_segments(file: &File, efl: &ExternalFileList) -> Result<Vec<ExternalSegment>> {
     let heap = LocalHeap::read(file.storage(), efl.heap_addr, file.sizes())?;
     let dir = file.dir();
@@ -255,6 +258,15 @@ fn external_segments(file: &File, efl: &ExternalFileList) -> Result<Vec<External
         .iter()
         .map(|s| {
             let name = String::from_utf8_lossy(heap.string_at(s.name_offset)?).into_owned();
+            if !file.allow_outside_paths && leaves_directory(&name) {
+                return Err(Error::unsupported(
+                    "external storage file",
+                    format!(
+                        "{name:?} is outside the HDF5 file's directory \
+                         (mount option allow_external_paths follows it)"
+                    ),
+                ));
+            }
             Ok(ExternalSegment {
                 path: dir.join(name),
                 offset: s.file_offset,
@@ -262,4 +274,38 @@ fn external_segments(file: &File, efl: &ExternalFileList) -> Result<Vec<External
             })
         })
         .collect()
+}
+
+/// True if the relative-or-absolute `name` does not stay below the directory it is joined to.
+fn leaves_directory(name: &str) -> bool {
+    if name.starts_with('/') {
+        return true;
+    }
+    let mut depth = 0usize;
+    for c in name.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return true,
+            },
+            _ => depth += 1,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leaves_directory;
+
+    #[test]
+    fn external_names_outside_the_directory() {
+        for n in ["/etc/passwd", "../x.bin", "a/../../x", "..", "//x"] {
+            assert!(leaves_directory(n), "{n}");
+        }
+        for n in ["x.bin", "sub/x.bin", "a/../x", "./x", "..x", "a/.."] {
+            assert!(!leaves_directory(n), "{n}");
+        }
+    }
 }

@@ -27,12 +27,17 @@ use crate::io::{Sizes, Storage, UNDEFINED_ADDR};
 pub struct OpenOptions {
     /// Bytes of decoded chunks to cache.
     pub cache_bytes: u64,
+    /// Follow external storage file names that are absolute or climb out of the HDF5 file's
+    /// directory with `..` (refused by default: a file from elsewhere must not make the mount
+    /// show bytes of arbitrary host files).
+    pub allow_outside_paths: bool,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             cache_bytes: 256 << 20,
+            allow_outside_paths: false,
         }
     }
 }
@@ -52,6 +57,8 @@ pub struct File {
     pub(super) superblock: Superblock,
     root: ObjectId,
     path: PathBuf,
+    /// [`OpenOptions::allow_outside_paths`].
+    pub(super) allow_outside_paths: bool,
     pub(super) chunk_cache: Arc<ChunkCache>,
     headers: Mutex<LruCache<u64, Arc<ObjectHeader>>>,
     links: Mutex<LruCache<u64, Arc<Vec<Link>>>>,
@@ -88,6 +95,7 @@ impl File {
             root: ObjectId(superblock.root_addr),
             superblock,
             path: path.to_path_buf(),
+            allow_outside_paths: options.allow_outside_paths,
             chunk_cache: Arc::new(ChunkCache::new(options.cache_bytes)),
             headers: Mutex::new(LruCache::new(cap(HEADER_CACHE_ENTRIES))),
             links: Mutex::new(LruCache::new(cap(LINKS_CACHE_ENTRIES))),
