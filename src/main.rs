@@ -28,6 +28,7 @@ fn main() {
             }
         }
         Command::Mount(cfg) => {
+            ensure_allocator_env();
             if cfg.daemon_child && cfg.log_file.is_none() {
                 // Background without a log file: the local syslog, if there is one.
                 init_syslog(Path::new(SYSLOG_SOCKET), cfg.verbose);
@@ -38,6 +39,30 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// glibc's malloc threshold for serving allocations with mmap.
+const MMAP_THRESHOLD_VAR: &str = "MALLOC_MMAP_THRESHOLD_";
+
+/// Start the daemon with glibc's mmap threshold fixed at 128 KiB. By default glibc raises the
+/// threshold dynamically, so freed chunk-sized buffers (decoded chunks, read replies) stay in
+/// per-thread heaps that fragment: the soak test saw peak RSS climb from 65 to 81 MiB over a
+/// minute with a 32 MiB cache. With the threshold fixed they are mapped and unmapped and RSS
+/// stays at the cache budget plus ~9 MiB. glibc reads the variable only at start-up, so the
+/// process re-executes itself once with it set (no `unsafe` `mallopt` needed).
+fn ensure_allocator_env() {
+    use std::os::unix::process::CommandExt;
+    if std::env::var_os(MMAP_THRESHOLD_VAR).is_some() {
+        return;
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        let err = std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env(MMAP_THRESHOLD_VAR, "131072")
+            .exec();
+        // Only reached when exec failed: carry on with the default allocator settings.
+        eprintln!("h5mount: could not re-execute with {MMAP_THRESHOLD_VAR} set: {err}");
+    }
 }
 
 /// The local syslog socket.

@@ -277,7 +277,7 @@ fn external_segments(file: &File, efl: &ExternalFileList) -> Result<Vec<External
 }
 
 /// True if the relative-or-absolute `name` does not stay below the directory it is joined to.
-fn leaves_directory(name: &str) -> bool {
+pub(super) fn leaves_directory(name: &str) -> bool {
     if name.starts_with('/') {
         return true;
     }

@@ -112,6 +112,8 @@ pub struct VirtualReader {
     fill: Vec<u8>,
     dtype: Datatype,
     dir: PathBuf,
+    /// Whether source files may lie outside the VDS file's directory tree (mount option).
+    allow_outside_paths: bool,
     subs: Vec<Sub>,
     /// Source files by path (`None`: missing), opened on first use.
     files: Mutex<HashMap<PathBuf, Option<Arc<File>>>>,
@@ -202,6 +204,7 @@ impl VirtualReader {
                 .unwrap_or_else(|| vec![0; esize as usize]),
             dtype: dtype.clone(),
             dir: file.dir(),
+            allow_outside_paths: file.allow_outside_paths,
             subs: Vec::new(),
             files: Mutex::new(HashMap::new()),
         };
@@ -365,6 +368,12 @@ impl VirtualReader {
     /// Open the source file `name` (`.` = `file` itself; relative names from the VDS file's
     /// directory); `None` if it does not exist.
     fn source_file(&self, name: &str, quiet: bool) -> Result<Option<Arc<File>>> {
+        if !self.allow_outside_paths && super::dataset::leaves_directory(name) {
+            return Err(Error::unsupported(
+                "virtual dataset source",
+                format!("{name:?} lies outside the file's directory (mount option allow_external_paths)"),
+            ));
+        }
         let path = self.dir.join(name);
         if let Some(f) = self.files.lock().unwrap().get(&path) {
             return Ok(f.clone());
@@ -372,6 +381,7 @@ impl VirtualReader {
         let f = if Path::new(&path).exists() {
             let opts = OpenOptions {
                 cache_bytes: SOURCE_CACHE_BYTES,
+                allow_outside_paths: self.allow_outside_paths,
             };
             Some(File::open(&path, &opts)?)
         } else {
