@@ -120,7 +120,14 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             | types::EXTERNAL_FILES => {}
             _ => continue,
         }
-        match file.decode(raw)? {
+        let decoded = match file.decode(raw) {
+            Ok(m) => m,
+            // libhdf5 ignores the old fill value message when the new one is present; an
+            // undecodable old one must not make the dataset unreadable.
+            Err(_) if raw.mtype == types::FILL_VALUE_OLD => continue,
+            Err(e) => return Err(e),
+        };
+        match decoded {
             Message::Dataspace(s) => space = Some(s),
             Message::Datatype(t) => dtype = Some(t),
             Message::Layout(l) => layout = Some(l),
@@ -131,7 +138,8 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             _ => {}
         }
     }
-    let missing = |what: &str| Error::corrupt("dataset object header", id.0, format!("no {what} message"));
+    let missing =
+        |what: &str| Error::corrupt("dataset object header", id.0, format!("no {what} message"));
     let space = space.ok_or_else(|| missing("dataspace"))?;
     let dtype = dtype.ok_or_else(|| missing("datatype"))?;
     let layout = layout.ok_or_else(|| missing("layout"))?;
@@ -172,7 +180,8 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
                 format!("{} has no fixed-size byte image", dtype.numpy_str()),
             ));
         }
-        let npoints = npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
+        let npoints =
+            npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
         if len.is_none() {
             return Err(Error::corrupt("dataspace", id.0, "byte size overflows"));
         }

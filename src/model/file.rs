@@ -182,8 +182,11 @@ impl File {
                         format!("no shared-message index holds type {mtype:#x}"),
                     )
                 })?;
-                let heap =
-                    crate::format::fractal_heap::FractalHeap::open(&self.storage, heap_addr, sizes)?;
+                let heap = crate::format::fractal_heap::FractalHeap::open(
+                    &self.storage,
+                    heap_addr,
+                    sizes,
+                )?;
                 let body = heap.get(&self.storage, sizes, id)?;
                 messages::parse(mtype, &body, heap_addr, sizes)
             }
@@ -241,7 +244,11 @@ impl File {
 
     fn resolve_from(&self, start: ObjectId, path: &str, hops: &mut usize) -> Result<ObjectId> {
         let mut stack: Vec<ObjectId> = Vec::new();
-        let mut cur = if path.starts_with('/') { self.root } else { start };
+        let mut cur = if path.starts_with('/') {
+            self.root
+        } else {
+            start
+        };
         for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
             if comp == ".." {
                 cur = stack.pop().unwrap_or(self.root);
@@ -255,7 +262,11 @@ impl File {
                 LinkTarget::Soft(target) => {
                     *hops += 1;
                     if *hops > MAX_SOFT_LINK_HOPS {
-                        return Err(Error::limit("soft link", 0, format!("too many hops at {path}")));
+                        return Err(Error::limit(
+                            "soft link",
+                            0,
+                            format!("too many hops at {path}"),
+                        ));
                     }
                     self.resolve_from(cur, &target, hops)?
                 }
@@ -334,7 +345,11 @@ pub fn kind_of(h: &ObjectHeader) -> ObjectKind {
     let has = |t| h.first(t).is_some();
     if has(types::LAYOUT) {
         ObjectKind::Dataset
-    } else if has(types::SYMBOL_TABLE) || has(types::LINK_INFO) || has(types::LINK) || has(types::GROUP_INFO) {
+    } else if has(types::SYMBOL_TABLE)
+        || has(types::LINK_INFO)
+        || has(types::LINK)
+        || has(types::GROUP_INFO)
+    {
         ObjectKind::Group
     } else if has(types::DATATYPE) && !has(types::DATASPACE) {
         ObjectKind::NamedDatatype

@@ -50,7 +50,11 @@ fn py_float(sci: &str) -> String {
             s.push('.');
             s.push_str(&digits[1..]);
         }
-        s.push_str(&format!("e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
+        s.push_str(&format!(
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        ));
     }
     s
 }
@@ -188,7 +192,7 @@ fn nest(shape: &[u64], items: &[String], depth: usize) -> String {
     if shape.len() == 1 {
         return format!("[{}]", items.join(" "));
     }
-    let stride = if n == 0 { 0 } else { items.len() / n };
+    let stride = items.len().checked_div(n).unwrap_or(0);
     let sep = format!("\n{}", " ".repeat(depth + 1));
     let rows: Vec<String> = (0..n)
         .map(|i| nest(&shape[1..], &items[i * stride..(i + 1) * stride], depth + 1))
@@ -202,7 +206,10 @@ pub fn render_array(t: &Datatype, shape: &[u64], raw: &[u8]) -> String {
     if size == 0 {
         return String::new();
     }
-    let items: Vec<String> = raw.chunks_exact(size).map(|e| render_element(t, e)).collect();
+    let items: Vec<String> = raw
+        .chunks_exact(size)
+        .map(|e| render_element(t, e))
+        .collect();
     let quoted = matches!(t.class, TypeClass::String { .. }) && !shape.is_empty();
     let items = if quoted {
         items.into_iter().map(|s| format!("b'{s}'")).collect()
