@@ -156,14 +156,15 @@ pub fn exercise(path: &Path) -> Outcome {
         }
         out.objects += 1;
         out.max_depth = out.max_depth.max(depth);
-        for r in [
+        for e in [
             file.mtime(id).err(),
             file.refcount(id).err(),
             file.comment(id).err(),
-        ] {
-            if let Some(e) = r {
-                out.note(&e);
-            }
+        ]
+        .into_iter()
+        .flatten()
+        {
+            out.note(&e);
         }
         match file.attributes(id) {
             Ok(attrs) => attrs.iter().for_each(|a| drop(a.render())),
@@ -529,7 +530,7 @@ fn nasty(name: &str, check: impl FnOnce(&File) -> Result<(), String> + Send + 's
 /// Read the whole image of dataset `path` in 64 KiB pieces.
 fn read_whole(f: &File, path: &str) -> h5mount::Result<Vec<u8>> {
     let d = f.dataset(f.resolve(path)?)?;
-    if d.len() == 0 {
+    if d.is_empty() {
         // An empty image still says whether it can be served.
         d.read_at(0, &mut [0u8; 1])?;
     }
