@@ -511,6 +511,12 @@ fn nasty_path(name: &str) -> PathBuf {
 fn nasty(name: &str, check: impl FnOnce(&File) -> Result<(), String> + Send + 'static) {
     let path = nasty_path(name);
     let o = run_case(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    eprintln!(
+        "{name}: {} objects, {} datasets, errors: {:#?}",
+        o.objects,
+        o.datasets,
+        &o.errors[..o.errors.len().min(4)]
+    );
     assert!(
         o.anonymous.is_empty(),
         "{name}: anonymous errors {:?}",
