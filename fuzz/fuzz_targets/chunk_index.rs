@@ -37,14 +37,27 @@ fuzz_target!(|data: &[u8]| {
         a => a,
     };
     let sizes = match b.u8() % 4 {
-        0 => Sizes { offset: 4, length: 4 },
-        1 => Sizes { offset: 4, length: 8 },
-        2 => Sizes { offset: 8, length: 4 },
+        0 => Sizes {
+            offset: 4,
+            length: 4,
+        },
+        1 => Sizes {
+            offset: 4,
+            length: 8,
+        },
+        2 => Sizes {
+            offset: 8,
+            length: 4,
+        },
         _ => Sizes::DEFAULT,
     };
     let p = [b.u8(), b.u8(), b.u8(), b.u8(), b.u8()];
     let node_size = b.u32();
-    let filtered_size = if filtered { Some(b.u64() % (1 << 24)) } else { None };
+    let filtered_size = if filtered {
+        Some(b.u64() % (1 << 24))
+    } else {
+        None
+    };
     let spec = match kind {
         0 => ChunkIndexSpec::BtreeV1 { addr },
         1 => ChunkIndexSpec::SingleChunk {
@@ -73,7 +86,9 @@ fuzz_target!(|data: &[u8]| {
         },
     };
     let path = h5mount_fuzz::write_input(b.rest());
-    let Ok(storage) = Storage::open(&path) else { return };
+    let Ok(storage) = Storage::open(&path) else {
+        return;
+    };
     let params = IndexParams {
         storage,
         sizes,
@@ -85,14 +100,19 @@ fuzz_target!(|data: &[u8]| {
         layout_version,
         layout_flags,
     };
-    let Ok(index) = chunk_index::open(&spec, params) else { return };
+    let Ok(index) = chunk_index::open(&spec, params) else {
+        return;
+    };
     // Every chunk of the current grid, row-major, up to MAX_LOOKUPS, then a few outside it.
     let grid: Vec<u64> = dims
         .iter()
         .zip(&chunk_dims)
         .map(|(&d, &c)| if c == 0 { 0 } else { d.div_ceil(c) })
         .collect();
-    let total = grid.iter().try_fold(1u64, |a, &g| a.checked_mul(g)).unwrap_or(u64::MAX);
+    let total = grid
+        .iter()
+        .try_fold(1u64, |a, &g| a.checked_mul(g))
+        .unwrap_or(u64::MAX);
     for i in 0..total.min(MAX_LOOKUPS) {
         let mut rem = i;
         let mut coords = vec![0; rank];

@@ -44,6 +44,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     if let Ok(out) = pipeline.decode(stored, mask, expected, 0x1000) {
-        assert_eq!(out.len(), expected, "decoded size differs from the expected chunk size");
+        assert_eq!(
+            out.len(),
+            expected,
+            "decoded size differs from the expected chunk size"
+        );
     }
 });

@@ -10,13 +10,19 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let path = h5mount_fuzz::write_input(data);
-    let Ok(raw) = Storage::open(&path) else { return };
-    let Ok((mut sb, storage)) = Superblock::locate(&raw) else { return };
+    let Ok(raw) = Storage::open(&path) else {
+        return;
+    };
+    let Ok((mut sb, storage)) = Superblock::locate(&raw) else {
+        return;
+    };
     let _ = sb.read_extension(&storage);
     let mut addrs = vec![sb.root_addr];
     addrs.extend(sb.extension_addr);
     for addr in addrs {
-        let Ok(h) = ObjectHeader::read(&storage, addr, sb.sizes) else { continue };
+        let Ok(h) = ObjectHeader::read(&storage, addr, sb.sizes) else {
+            continue;
+        };
         for m in &h.messages {
             let _ = messages::parse(m.mtype, &m.data, m.addr, sb.sizes);
         }

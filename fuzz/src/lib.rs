@@ -30,13 +30,19 @@ pub fn write_input(data: &[u8]) -> PathBuf {
 fn scratch_path() -> PathBuf {
     // /dev/shm keeps the per-execution write off the disk when it exists.
     let dir = Path::new("/dev/shm");
-    let dir = if dir.is_dir() { dir.to_path_buf() } else { std::env::temp_dir() };
+    let dir = if dir.is_dir() {
+        dir.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
     dir.join(format!("h5mount-fuzz-{}.h5", std::process::id()))
 }
 
 /// Open options with a small chunk cache (the cache bound itself is under test too).
 pub fn options() -> OpenOptions {
-    OpenOptions { cache_bytes: 4 << 20 }
+    OpenOptions {
+        cache_bytes: 4 << 20,
+    }
 }
 
 /// Visit every reachable object once; `read` also reads a few ranges of every dataset.
@@ -64,7 +70,14 @@ pub fn walk(file: &Arc<File>, read: bool) {
                     } else {
                         format!("{path}/{}", l.name)
                     };
-                    let _ = file.lookup(id, &l.name);
+                    // Every listed name must be found again by name.
+                    if let Ok(found) = file.lookup(id, &l.name) {
+                        assert!(
+                            found.is_some(),
+                            "listed link {:?} not found by lookup",
+                            l.name
+                        );
+                    }
                     match &l.target {
                         LinkTarget::Hard(c) => todo.push((child, *c)),
                         LinkTarget::Soft(_) => {
@@ -94,15 +107,39 @@ pub fn walk(file: &Arc<File>, read: bool) {
 pub fn read_ranges(d: &h5mount::model::Dataset) {
     let len = d.len();
     let mut buf = vec![0u8; READ_LEN];
-    let starts = [0, len / 2, len.saturating_sub(READ_LEN as u64), len.saturating_sub(3)];
+    let starts = [
+        0,
+        len / 2,
+        len.saturating_sub(READ_LEN as u64),
+        len.saturating_sub(3),
+    ];
     for s in starts {
         if let Ok(n) = d.read_at(s, &mut buf) {
-            assert!(n <= buf.len(), "read_at reported more bytes than the buffer holds");
+            assert!(
+                n <= buf.len(),
+                "read_at reported more bytes than the buffer holds"
+            );
             assert!(
                 s >= len || n as u64 == (len - s).min(READ_LEN as u64),
                 "short read at {s} of {len}: {n}"
             );
         }
+    }
+    // A range read in one call and in two must agree (offset arithmetic across chunk edges).
+    let s = len / 3;
+    let n = (len - s).min(READ_LEN as u64) as usize;
+    let mut whole = vec![0u8; n];
+    let mut parts = vec![0u8; n];
+    let half = n / 2;
+    let r1 = d.read_at(s, &mut whole);
+    let r2 = d.read_at(s, &mut parts[..half]);
+    let r3 = d.read_at(s + half as u64, &mut parts[half..]);
+    if let (Ok(a), Ok(b), Ok(c)) = (r1, r2, r3) {
+        assert_eq!((a, b + c), (n, n), "range sizes at {s}+{n} of {len}");
+        assert!(
+            whole == parts,
+            "bytes at {s}+{n} differ when read in two calls"
+        );
     }
     let _ = d.read_at(len, &mut buf[..1]);
     let _ = d.read_at(u64::MAX - 1, &mut buf[..16]);
