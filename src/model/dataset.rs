@@ -186,6 +186,9 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
         }
         let npoints =
             npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
+        if len.is_none() {
+            return Err(Error::corrupt("dataspace", id.0, "byte size overflows"));
+        }
         let external = match &efl {
             Some(e) => Some(external_segments(file, e)?),
             None => None,

@@ -1,0 +1,184 @@
+//! Shared helpers of the h5mount fuzz targets.
+//!
+//! The library reads files with `pread` on a path (`io::Storage`), so every input is first
+//! written to a scratch file that belongs to this process (one path per process, rewritten
+//! for each input: cheaper than a fresh temporary file per execution). The walkers below visit
+//! what a mount would: every object reachable from the root (each header once, a bounded
+//! number in all), its attributes and their rendering, and, for datasets, their description
+//! and a few byte ranges of their image. Errors are expected and ignored; a panic, a hang
+//! (libFuzzer `-timeout`) or a memory blow-up (`-rss_limit_mb`) is a finding.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use h5mount::model::{File, LinkTarget, ObjectId, ObjectKind, OpenOptions};
+
+/// Objects visited per input at most: fuzzed files can be made of thousands of tiny headers,
+/// and the point is depth of parsing, not breadth.
+const MAX_OBJECTS: usize = 2_000;
+/// Bytes of one dataset read per range, and ranges per dataset.
+const READ_LEN: usize = 64 << 10;
+
+/// Path of this process's scratch file, with the input written to it.
+pub fn write_input(data: &[u8]) -> PathBuf {
+    let path = scratch_path();
+    std::fs::write(&path, data).expect("write the fuzz input to the scratch file");
+    path
+}
+
+fn scratch_path() -> PathBuf {
+    // /dev/shm keeps the per-execution write off the disk when it exists.
+    let dir = Path::new("/dev/shm");
+    let dir = if dir.is_dir() {
+        dir.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    dir.join(format!("h5mount-fuzz-{}.h5", std::process::id()))
+}
+
+/// Open options with a small chunk cache (the cache bound itself is under test too).
+pub fn options() -> OpenOptions {
+    OpenOptions {
+        cache_bytes: 4 << 20,
+    }
+}
+
+/// Visit every reachable object once; `read` also reads a few ranges of every dataset.
+pub fn walk(file: &Arc<File>, read: bool) {
+    let mut seen: HashSet<ObjectId> = HashSet::new();
+    let mut todo: Vec<(String, ObjectId)> = vec![("/".to_string(), file.root())];
+    while let Some((path, id)) = todo.pop() {
+        if seen.len() >= MAX_OBJECTS || !seen.insert(id) {
+            continue;
+        }
+        let _ = file.mtime(id);
+        let _ = file.refcount(id);
+        let _ = file.comment(id);
+        if let Ok(attrs) = file.attributes(id) {
+            for a in attrs {
+                let _ = a.render();
+            }
+        }
+        match file.kind(id) {
+            Ok(ObjectKind::Group) => {
+                let Ok(links) = file.links(id) else { continue };
+                for l in links.iter() {
+                    let child = if path == "/" {
+                        format!("/{}", l.name)
+                    } else {
+                        format!("{path}/{}", l.name)
+                    };
+                    // Every listed name must be found again by name.
+                    if let Ok(found) = file.lookup(id, &l.name) {
+                        assert!(
+                            found.is_some(),
+                            "listed link {:?} not found by lookup",
+                            l.name
+                        );
+                    }
+                    match &l.target {
+                        LinkTarget::Hard(c) => todo.push((child, *c)),
+                        LinkTarget::Soft(_) => {
+                            if let Ok(c) = file.resolve(&child) {
+                                todo.push((child, c));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Ok(ObjectKind::Dataset) => {
+                let Ok(d) = file.dataset(id) else { continue };
+                let _ = format!("{:?}", d.info);
+                let _ = d.info.dtype.numpy_str();
+                if read {
+                    read_ranges(&d);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Read the start, the middle and the end of a dataset's image (each at most `READ_LEN`), and
+/// one read straddling the end.
+pub fn read_ranges(d: &h5mount::model::Dataset) {
+    let len = d.len();
+    let mut buf = vec![0u8; READ_LEN];
+    let starts = [
+        0,
+        len / 2,
+        len.saturating_sub(READ_LEN as u64),
+        len.saturating_sub(3),
+    ];
+    for s in starts {
+        if let Ok(n) = d.read_at(s, &mut buf) {
+            assert!(
+                n <= buf.len(),
+                "read_at reported more bytes than the buffer holds"
+            );
+            assert!(
+                s >= len || n as u64 == (len - s).min(READ_LEN as u64),
+                "short read at {s} of {len}: {n}"
+            );
+        }
+    }
+    // A range read in one call and in two must agree (offset arithmetic across chunk edges).
+    let s = len / 3;
+    let n = (len - s).min(READ_LEN as u64) as usize;
+    let mut whole = vec![0u8; n];
+    let mut parts = vec![0u8; n];
+    let half = n / 2;
+    let r1 = d.read_at(s, &mut whole);
+    let r2 = d.read_at(s, &mut parts[..half]);
+    let r3 = d.read_at(s + half as u64, &mut parts[half..]);
+    if let (Ok(a), Ok(b), Ok(c)) = (r1, r2, r3) {
+        assert_eq!((a, b + c), (n, n), "range sizes at {s}+{n} of {len}");
+        assert!(
+            whole == parts,
+            "bytes at {s}+{n} differ when read in two calls"
+        );
+    }
+    let _ = d.read_at(len, &mut buf[..1]);
+    let _ = d.read_at(u64::MAX - 1, &mut buf[..16]);
+}
+
+/// Open `path` and check that errors name something (non-empty Display).
+pub fn open(path: &Path) -> Option<Arc<File>> {
+    match File::open(path, &options()) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            assert!(!e.to_string().is_empty(), "empty error text");
+            None
+        }
+    }
+}
+
+/// Little-endian reader over the fuzz input for targets that build their parameters from it.
+pub struct Bytes<'a>(pub &'a [u8]);
+
+impl Bytes<'_> {
+    pub fn u8(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&b, rest)) => {
+                self.0 = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
+    }
+    pub fn u64(&mut self) -> u64 {
+        (self.u32() as u64) | ((self.u32() as u64) << 32)
+    }
+    pub fn rest(&self) -> &[u8] {
+        self.0
+    }
+}
