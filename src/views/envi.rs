@@ -11,10 +11,11 @@
 //! - 2-D `(rows, cols)`: lines rows, samples cols, bands 1;
 //! - 3-D `(a, b, c)`: bands a, lines b, samples c, band-sequential (`bsq`).
 //!
-//! Data type codes: 1 u8, 2 i16, 3 i32, 4 f32, 5 f64, 6 complex of two f32, 9 complex of two
+//! Data type codes (bitfields count as unsigned integers): 1 u8, 2 i16, 3 i32, 4 f32, 5 f64, 6 complex of two f32, 9 complex of two
 //! f64, 12 u16, 13 u32, 14 i64, 15 u64. Types without a code get no header, with the reason:
 //! signed 8-bit integers (ENVI has none; serving them as code 1 would turn -1 into 255), half
-//! floats, strings, compounds other than h5py's `r`/`i` complex pairs, enums, and so on. So do
+//! floats, integers that do not read as whole machine integers (value above bit 0, signed in
+//! fewer bits than stored), strings, compounds other than h5py's `r`/`i` complex pairs, enums, and so on. So do
 //! scalars, datasets of 4 or more dimensions and empty ones (ENVI needs every extent >= 1).
 
 use crate::error::{Error, Result};
@@ -30,9 +31,19 @@ pub fn data_type(t: &Datatype) -> Result<(u8, ByteOrder)> {
         TypeClass::FloatingPoint { order, .. } if matches!(t.size, 4 | 8) => Some(order),
         _ => None,
     };
+    if !super::npy::integer_as_is(t) {
+        return Err(refuse(
+            "integer at a bit offset or signed in fewer bits than stored",
+        ));
+    }
     let found = match &t.class {
-        TypeClass::FixedPoint { order, signed, .. } => {
-            let code = match (*signed, t.size) {
+        // Bitfields are unsigned integers to every reader (h5py reads them as such).
+        TypeClass::FixedPoint { order, .. } | TypeClass::Bitfield { order, .. } => {
+            let signed = match t.class {
+                TypeClass::FixedPoint { signed, .. } => signed,
+                _ => false,
+            };
+            let code = match (signed, t.size) {
                 (false, 1) => Some(1),
                 (true, 2) => Some(2),
                 (true, 4) => Some(3),

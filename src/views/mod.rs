@@ -110,7 +110,7 @@ enum Body {
         conv: Arc<Converter>,
     },
     Bytes(Vec<u8>),
-    Text(TextView),
+    Text(Box<TextView>),
 }
 
 /// One servable file.
@@ -189,7 +189,7 @@ impl ViewSet {
                     Ok(t) => {
                         set.primary = Some(View {
                             kind: ViewKind::Text,
-                            body: Body::Text(t),
+                            body: Body::Text(Box::new(t)),
                         })
                     }
                     Err(e) => set.skipped.push((ViewKind::Text, e.to_string())),

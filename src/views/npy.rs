@@ -14,8 +14,8 @@
 //! `|S10`, opaque data and references as `|V8` (raw bytes; numpy has no reference type),
 //! complex numbers (HDF5 2.0 class or h5py's `r`/`i` compounds) `<c8`/`<c16`. A top-level array
 //! type adds its dimensions to the shape, as numpy itself does when reading it; a compound is a
-//! list of `(name, descr[, shape])` when its members are packed in order, otherwise the dict
-//! form with explicit `offsets` and `itemsize`. Types numpy cannot hold byte for byte
+//! list of `(name, descr[, shape])` with unnamed `('', '|Vn')` fields for padding (numpy's own
+//! form; `numpy.load` does not accept the dict form with `offsets`). Types numpy cannot hold byte for byte
 //! (variable-length data, non-IEEE floats, VAX order, odd integer widths) get no view, with the
 //! reason.
 
@@ -116,6 +116,23 @@ fn number(order: ByteOrder, kind: char, size: u32) -> Result<String> {
     Ok(format!("'{}{kind}{size}'", order_char(order, size)?))
 }
 
+/// Does an integer of type `t` read correctly as a whole machine integer of its size? Not when
+/// its value starts above bit 0 (libhdf5 shifts it on read; numpy would not), nor when it is
+/// signed with fewer bits than stored (the sign would not be extended). Unsigned values in the
+/// low bits read as is: libhdf5 stores the padding bits as zeros by default.
+pub fn integer_as_is(t: &Datatype) -> bool {
+    match t.class {
+        TypeClass::FixedPoint {
+            bit_offset,
+            precision,
+            signed,
+            ..
+        } => bit_offset == 0 && (!signed || precision as u32 == t.size * 8),
+        TypeClass::Bitfield { bit_offset, .. } => bit_offset == 0,
+        _ => true,
+    }
+}
+
 /// Is `t` an IEEE binary16/32/64 float (the only floats numpy reads byte for byte)?
 fn ieee_float(t: &Datatype) -> Option<ByteOrder> {
     match t.class {
@@ -141,6 +158,12 @@ pub fn descr(t: &Datatype) -> Result<(String, Vec<u64>)> {
     let size = t.size;
     let plain = |s: String| Ok((s, Vec::new()));
     match &t.class {
+        TypeClass::FixedPoint { .. } | TypeClass::Bitfield { .. } if !integer_as_is(t) => {
+            Err(refuse(format!(
+                "{}-bit integer at bit offset > 0 or signed in fewer bits than stored",
+                size * 8
+            )))
+        }
         TypeClass::FixedPoint { order, signed, .. } if matches!(size, 1 | 2 | 4 | 8) => {
             plain(number(*order, if *signed { 'i' } else { 'u' }, size)?)
         }
@@ -208,53 +231,42 @@ fn h5py_complex(t: &Datatype, members: &[CompoundMember]) -> Option<ByteOrder> {
     ok.then_some(ro)
 }
 
-/// A compound's descr: the list form when members are packed in order and fill the element,
-/// else the dict form with explicit offsets and itemsize.
+/// A compound's descr: numpy's list form, `[(name, descr[, shape]), ...]`, with an unnamed
+/// `('', '|Vn')` field for each gap (what numpy itself writes for a padded structure, and the
+/// only way `numpy.load` accepts explicit offsets: it rebuilds offsets by adding item sizes).
+/// Members must therefore be in ascending, non-overlapping order, as every known writer
+/// stores them; others are refused.
 fn compound(t: &Datatype, members: &[CompoundMember]) -> Result<String> {
     if members.is_empty() {
         return Err(refuse("compound without members"));
     }
-    let mut formats = Vec::with_capacity(members.len());
-    let mut packed = true;
+    let mut s = String::from("[");
     let mut next = 0u64;
     for m in members {
-        let end = m.offset as u64 + m.dtype.size as u64;
-        if end > t.size as u64 {
-            return Err(refuse(format!("member {:?} ends past the element", m.name)));
+        let start = m.offset as u64;
+        if start < next {
+            return Err(refuse(format!(
+                "member {:?} overlaps or is out of order",
+                m.name
+            )));
         }
-        packed &= m.offset as u64 == next;
-        next = end;
-        formats.push(descr(&m.dtype)?);
-    }
-    packed &= next == t.size as u64;
-    let mut s = String::new();
-    if packed {
-        s.push('[');
-        for (m, (f, sub)) in members.iter().zip(&formats) {
-            let _ = match sub.as_slice() {
-                [] => write!(s, "({}, {f}), ", py_str(&m.name)),
-                _ => write!(s, "({}, {f}, {}), ", py_str(&m.name), tuple(sub)),
-            };
+        if start > next {
+            let _ = write!(s, "('', '|V{}'), ", start - next);
         }
-        s.push(']');
-    } else {
-        let names: Vec<String> = members.iter().map(|m| py_str(&m.name)).collect();
-        let fmts: Vec<String> = formats
-            .iter()
-            .map(|(f, sub)| match sub.as_slice() {
-                [] => f.clone(),
-                _ => format!("({f}, {})", tuple(sub)),
-            })
-            .collect();
-        let offs: Vec<String> = members.iter().map(|m| m.offset.to_string()).collect();
-        let _ = write!(
-            s,
-            "{{'names': [{}], 'formats': [{}], 'offsets': [{}], 'itemsize': {}}}",
-            names.join(", "),
-            fmts.join(", "),
-            offs.join(", "),
-            t.size
-        );
+        let (f, sub) = descr(&m.dtype)?;
+        let _ = match sub.as_slice() {
+            [] => write!(s, "({}, {f}), ", py_str(&m.name)),
+            _ => write!(s, "({}, {f}, {}), ", py_str(&m.name), tuple(&sub)),
+        };
+        next = start + m.dtype.size as u64;
     }
+    let size = t.size as u64;
+    if next > size {
+        return Err(refuse("compound members end past the element"));
+    }
+    if size > next {
+        let _ = write!(s, "('', '|V{}'), ", size - next);
+    }
+    s.push(']');
     Ok(s)
 }

@@ -250,7 +250,7 @@ fn npy_descr_of_compounds_arrays_and_strings() {
     );
     assert_eq!(
         npy::descr(&padded).unwrap().0,
-        "{'names': ['x', 'y'], 'formats': ['<i2', '>f8'], 'offsets': [0, 8], 'itemsize': 16}"
+        "[('x', '<i2'), ('', '|V6'), ('y', '>f8'), ]"
     );
     let cplx = compound(
         16,
@@ -300,6 +300,26 @@ fn npy_uses_version_3_for_non_ascii_names_and_refuses_vlen() {
         *mantissa_size = 7;
     }
     assert!(npy::descr(&bf).is_err());
+}
+
+#[test]
+fn partial_precision_integers_are_refused_where_they_would_misread() {
+    let mut shifted = int(Little, 4, true);
+    let mut short_unsigned = int(Little, 2, false);
+    if let TypeClass::FixedPoint {
+        bit_offset,
+        precision,
+        ..
+    } = &mut shifted.class
+    {
+        (*bit_offset, *precision) = (4, 20);
+    }
+    if let TypeClass::FixedPoint { precision, .. } = &mut short_unsigned.class {
+        *precision = 12;
+    }
+    assert!(npy::descr(&shifted).is_err() && envi::data_type(&shifted).is_err());
+    assert_eq!(npy::descr(&short_unsigned).unwrap().0, "'<u2'");
+    assert_eq!(envi::data_type(&short_unsigned).unwrap().0, 12);
 }
 
 #[test]
