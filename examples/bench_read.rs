@@ -15,7 +15,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let nrand: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(2000);
     let t0 = Instant::now();
-    let file = File::open(args[1].as_ref(), &OpenOptions { cache_bytes: 256 << 20 })?;
+    let file = File::open(
+        args[1].as_ref(),
+        &OpenOptions {
+            cache_bytes: 256 << 20,
+        },
+    )?;
     let ds = file.dataset(file.resolve(&args[2])?)?;
     let open_s = t0.elapsed().as_secs_f64();
     let len = ds.len();
@@ -51,7 +56,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lat.push(t.elapsed().as_secs_f64() * 1e6);
     }
     lat.sort_by(|a, b| a.total_cmp(b));
-    let pct = |p: f64| lat.get(((lat.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0.0);
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 - 1.0) * p) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
     println!(
         "{{\"bytes\": {len}, \"open_s\": {open_s:.6}, \"seq_cold_mbs\": {cold:.1}, \"seq_warm_mbs\": {warm:.1}, \"rand4k_p50_us\": {:.1}, \"rand4k_p99_us\": {:.1}}}",
         pct(0.5),

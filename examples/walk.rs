@@ -21,14 +21,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 println!("{p}/");
                 for link in file.links(id)?.iter().rev() {
                     if let LinkTarget::Hard(child) = link.target {
-                        let cp = if p == "/" { format!("/{}", link.name) } else { format!("{p}/{}", link.name) };
+                        let cp = if p == "/" {
+                            format!("/{}", link.name)
+                        } else {
+                            format!("{p}/{}", link.name)
+                        };
                         stack.push((cp, child));
                     }
                 }
             }
             ObjectKind::Dataset => {
                 let d = file.dataset(id)?;
-                println!("{p}  {} {:?}  {} bytes", d.info.dtype.numpy_str(), d.info.shape, d.len());
+                println!(
+                    "{p}  {} {:?}  {} bytes",
+                    d.info.dtype.numpy_str(),
+                    d.info.shape,
+                    d.len()
+                );
             }
             _ => println!("{p}  (other)"),
         }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use h5mount::error::ErrorClass;
 use h5mount::model::{File, LinkTarget, ObjectId, ObjectKind, OpenOptions};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -41,6 +42,8 @@ struct Report {
     file: String,
     failures: Vec<String>,
     checks: usize,
+    /// Datasets whose filters this build does not decode (checked to fail as unsupported).
+    unsupported: Vec<String>,
 }
 
 impl Report {
@@ -61,7 +64,9 @@ fn read_all(d: &h5mount::model::Dataset) -> Result<Vec<u8>, String> {
     let mut buf = vec![0u8; d.len() as usize];
     let mut done = 0;
     while done < buf.len() {
-        let n = d.read_at(done as u64, &mut buf[done..]).map_err(|e| e.to_string())?;
+        let n = d
+            .read_at(done as u64, &mut buf[done..])
+            .map_err(|e| e.to_string())?;
         if n == 0 {
             return Err(format!("short read at {done} of {}", buf.len()));
         }
@@ -77,24 +82,35 @@ fn check_dataset(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, o: &Va
     };
     let i = &d.info;
     let dt = i.dtype.numpy_str();
-    r.check(o["dtype"] == dt.as_str(), || format!("{path}: dtype {dt} != {}", o["dtype"]));
-    if let Some(size) = o["itemsize"].as_u64() {
-        r.check(size == i.dtype.size as u64, || format!("{path}: itemsize {} != {size}", i.dtype.size));
+    r.check(o["dtype"] == dt.as_str(), || {
+        format!("{path}: dtype {dt} != {}", o["dtype"])
+    });
+    // h5py reports the in-memory size for vlen types (a pointer), not the 16-byte file element.
+    if let Some(size) = o["itemsize"].as_u64().filter(|_| !dt.starts_with("vlen")) {
+        r.check(size == i.dtype.size as u64, || {
+            format!("{path}: itemsize {} != {size}", i.dtype.size)
+        });
     }
     match o["shape"].as_array() {
         None => r.check(i.null, || format!("{path}: expected a null dataspace")),
         Some(s) => {
             let want: Vec<u64> = s.iter().map(|v| v.as_u64().unwrap()).collect();
-            r.check(want == i.shape, || format!("{path}: shape {:?} != {want:?}", i.shape));
+            r.check(want == i.shape, || {
+                format!("{path}: shape {:?} != {want:?}", i.shape)
+            });
         }
     }
     if let Some(m) = o["maxshape"].as_array() {
         let want: Vec<u64> = m.iter().map(|v| v.as_u64().unwrap_or(u64::MAX)).collect();
         let got = i.max_shape.clone().unwrap_or_else(|| i.shape.clone());
-        r.check(want == got, || format!("{path}: maxshape {got:?} != {want:?}"));
+        r.check(want == got, || {
+            format!("{path}: maxshape {got:?} != {want:?}")
+        });
     }
     if let Some(l) = o["layout"].as_str() {
-        r.check(l == i.layout, || format!("{path}: layout {} != {l}", i.layout));
+        r.check(l == i.layout, || {
+            format!("{path}: layout {} != {l}", i.layout)
+        });
     }
     if let Some(c) = o["chunks"].as_array() {
         let want: Vec<u64> = c.iter().map(|v| v.as_u64().unwrap()).collect();
@@ -103,38 +119,78 @@ fn check_dataset(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, o: &Va
         });
     }
     if let Some(x) = o["chunk_index"].as_str() {
-        r.check(Some(x) == i.chunk_index, || format!("{path}: chunk index {:?} != {x}", i.chunk_index));
+        r.check(Some(x) == i.chunk_index, || {
+            format!("{path}: chunk index {:?} != {x}", i.chunk_index)
+        });
     }
     if let Some(fl) = o["filters"].as_array() {
         let want: Vec<(u64, Vec<u64>)> = fl
             .iter()
             .map(|f| {
-                let cd = f["cd"].as_array().map(|a| a.iter().filter_map(Value::as_u64).collect()).unwrap_or_default();
+                let cd = f["cd"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                    .unwrap_or_default();
                 (f["id"].as_u64().unwrap(), cd)
             })
             .collect();
         let got: Vec<(u64, Vec<u64>)> = i
             .filters
             .iter()
-            .map(|f| (f.id as u64, f.client_data.iter().map(|&v| v as u64).collect()))
+            .map(|f| {
+                (
+                    f.id as u64,
+                    f.client_data.iter().map(|&v| v as u64).collect(),
+                )
+            })
             .collect();
-        r.check(want == got, || format!("{path}: filters {got:?} != {want:?}"));
+        r.check(want == got, || {
+            format!("{path}: filters {got:?} != {want:?}")
+        });
     }
     if let Some(fv) = o["fillvalue_hex"].as_str() {
-        let got = i.fill_value.as_deref().map(hex).unwrap_or_else(|| "0".repeat(2 * i.dtype.size as usize));
+        let got = i
+            .fill_value
+            .as_deref()
+            .map(hex)
+            .unwrap_or_else(|| "0".repeat(2 * i.dtype.size as usize));
         r.check(got == fv, || format!("{path}: fill value {got} != {fv}"));
     }
-    let nbytes = o["nbytes"].as_u64().unwrap_or(0);
-    r.check(d.len() == nbytes, || format!("{path}: len {} != nbytes {nbytes}", d.len()));
+    if let Some(nbytes) = o["nbytes"].as_u64() {
+        r.check(d.len() == nbytes, || {
+            format!("{path}: len {} != nbytes {nbytes}", d.len())
+        });
+    }
     // Where libhdf5 converts on read (space-padded strings, n-bit offsets), the manifest also
     // records the digest of the stored representation, which is what h5mount serves.
-    let Some(sha) = o["raw_sha256"].as_str().or(o["sha256"].as_str()) else { return };
+    let Some(sha) = o["raw_sha256"].as_str().or(o["sha256"].as_str()) else {
+        return;
+    };
+    // Filters this build cannot decode: reads must fail as unsupported (EOPNOTSUPP), nothing else.
+    let missing: Vec<u16> = i
+        .filters
+        .iter()
+        .map(|f| f.id)
+        .filter(|&id| !h5mount::filters::is_supported(id))
+        .collect();
+    if !missing.is_empty() {
+        let mut b = [0u8; 16];
+        let err = d.read_at(0, &mut b).err();
+        let ok = matches!(&err, Some(e) if e.errno_class() == ErrorClass::Unsupported);
+        r.check(ok, || {
+            format!("{path}: filters {missing:?} unsupported, but read gave {err:?}")
+        });
+        r.unsupported.push(format!("{path} (filters {missing:?})"));
+        return;
+    }
     let all = match read_all(&d) {
         Ok(b) => b,
         Err(e) => return r.check(false, || format!("{path}: read failed: {e}")),
     };
     let got = hex(&Sha256::digest(&all));
-    r.check(got == sha, || format!("{path}: sha256 of {} bytes differs", all.len()));
+    r.check(got == sha, || {
+        format!("{path}: sha256 of {} bytes differs", all.len())
+    });
     if all.is_empty() {
         return;
     }
@@ -145,14 +201,18 @@ fn check_dataset(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, o: &Va
         let len = 1 + rng.next() % (all.len() as u64 - off).min(70_000);
         let mut buf = vec![0u8; len as usize];
         match d.read_at(off, &mut buf) {
-            Ok(n) => r.check(n == buf.len() && buf[..] == all[off as usize..(off + len) as usize], || {
-                format!("{path}: range {off}+{len} differs")
-            }),
+            Ok(n) => r.check(
+                n == buf.len() && buf[..] == all[off as usize..(off + len) as usize],
+                || format!("{path}: range {off}+{len} differs"),
+            ),
             Err(e) => r.check(false, || format!("{path}: range {off}+{len}: {e}")),
         }
     }
     let mut past = [0u8; 8];
-    r.check(matches!(d.read_at(all.len() as u64, &mut past), Ok(0)), || format!("{path}: read past end not empty"));
+    r.check(
+        matches!(d.read_at(all.len() as u64, &mut past), Ok(0)),
+        || format!("{path}: read past end not empty"),
+    );
 }
 
 fn check_attrs(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, want: &Value) {
@@ -161,46 +221,79 @@ fn check_attrs(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, want: &V
         Ok(a) => a,
         Err(e) => return r.check(false, || format!("{path}: attributes() failed: {e}")),
     };
-    let got: BTreeMap<&str, &h5mount::model::Attribute> = attrs.iter().map(|a| (a.name.as_str(), a)).collect();
+    let got: BTreeMap<&str, &h5mount::model::Attribute> =
+        attrs.iter().map(|a| (a.name.as_str(), a)).collect();
     let names: Vec<&str> = got.keys().copied().collect();
     let mut want_names: Vec<&str> = want.keys().map(String::as_str).collect();
     want_names.sort();
-    r.check(names == want_names, || format!("{path}: attribute names {names:?} != {want_names:?}"));
+    r.check(names == want_names, || {
+        format!("{path}: attribute names {names:?} != {want_names:?}")
+    });
     for (name, w) in want {
-        let Some(a) = got.get(name.as_str()) else { continue };
+        let Some(a) = got.get(name.as_str()) else {
+            continue;
+        };
         let dt = a.dtype.numpy_str();
-        r.check(w["dtype"] == dt.as_str(), || format!("{path}@{name}: dtype {dt} != {}", w["dtype"]));
+        r.check(w["dtype"] == dt.as_str(), || {
+            format!("{path}@{name}: dtype {dt} != {}", w["dtype"])
+        });
         if let Some(raw) = w["raw_hex"].as_str() {
-            r.check(hex(&a.raw) == raw, || format!("{path}@{name}: raw value differs"));
+            r.check(hex(&a.raw) == raw, || {
+                format!("{path}@{name}: raw value differs")
+            });
         }
         if let (Some(strings), Some(vals)) = (&a.strings, w["value"].as_array()) {
-            let got: Vec<String> = strings.iter().map(|s| s.clone().unwrap_or_default()).collect();
-            let want: Vec<String> = vals.iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect();
-            r.check(got == want, || format!("{path}@{name}: strings {got:?} != {want:?}"));
+            let got: Vec<String> = strings
+                .iter()
+                .map(|s| s.clone().unwrap_or_default())
+                .collect();
+            let want: Vec<String> = vals
+                .iter()
+                .map(|v| v.as_str().unwrap_or_default().to_string())
+                .collect();
+            r.check(got == want, || {
+                format!("{path}@{name}: strings {got:?} != {want:?}")
+            });
         } else if let (Some(strings), Some(val)) = (&a.strings, w["value"].as_str()) {
             let got = strings.first().cloned().flatten().unwrap_or_default();
-            r.check(got == val, || format!("{path}@{name}: string {got:?} != {val:?}"));
+            r.check(got == val, || {
+                format!("{path}@{name}: string {got:?} != {val:?}")
+            });
         }
     }
 }
 
 fn check_file(name: &str, entry: &Value) -> Report {
-    let mut r = Report { file: name.to_string(), failures: Vec::new(), checks: 0 };
-    let f = match File::open(&fixtures_dir().join("data").join(name), &OpenOptions { cache_bytes: 64 << 20 }) {
+    let mut r = Report {
+        file: name.to_string(),
+        failures: Vec::new(),
+        checks: 0,
+        unsupported: Vec::new(),
+    };
+    let f = match File::open(
+        &fixtures_dir().join("data").join(name),
+        &OpenOptions {
+            cache_bytes: 64 << 20,
+        },
+    ) {
         Ok(f) => f,
         Err(e) => {
             r.check(false, || format!("open failed: {e}"));
             return r;
         }
     };
-    let Some(objects) = entry["objects"].as_object() else { return r };
+    let Some(objects) = entry["objects"].as_object() else {
+        return r;
+    };
     for (path, o) in objects {
         let kind = o["kind"].as_str().unwrap_or("");
         if kind == "softlink" || kind == "extlink" {
             let (parent, leaf) = parent_and_name(path);
             let link = f.resolve(parent).and_then(|g| f.lookup(g, leaf));
             let ok = match (&link, kind) {
-                (Ok(Some(l)), "softlink") => l.target == LinkTarget::Soft(o["target"].as_str().unwrap_or("").into()),
+                (Ok(Some(l)), "softlink") => {
+                    l.target == LinkTarget::Soft(o["target"].as_str().unwrap_or("").into())
+                }
                 (Ok(Some(l)), _) => matches!(&l.target, LinkTarget::External { file, path: p }
                     if o["file"] == file.as_str() && o["path"] == p.as_str()),
                 _ => false,
@@ -225,7 +318,9 @@ fn check_file(name: &str, entry: &Value) -> Report {
             "datatype" => ObjectKind::NamedDatatype,
             _ => ObjectKind::Unknown,
         };
-        r.check(matches!(got_kind, Ok(k) if k == want_kind), || format!("{path}: kind {got_kind:?} != {kind}"));
+        r.check(matches!(got_kind, Ok(k) if k == want_kind), || {
+            format!("{path}: kind {got_kind:?} != {kind}")
+        });
         match want_kind {
             ObjectKind::Group => {
                 if let Some(links) = o["links"].as_array() {
@@ -234,7 +329,9 @@ fn check_file(name: &str, entry: &Value) -> Report {
                     match f.links(id) {
                         Ok(l) => {
                             let got: Vec<&str> = l.iter().map(|l| l.name.as_str()).collect();
-                            r.check(got == want, || format!("{path}: links differ ({} vs {})", got.len(), want.len()));
+                            r.check(got == want, || {
+                                format!("{path}: links differ ({} vs {})", got.len(), want.len())
+                            });
                         }
                         Err(e) => r.check(false, || format!("{path}: links() failed: {e}")),
                     }
@@ -254,14 +351,25 @@ fn corpus_matches_h5py() {
     let files = m["files"].as_object().expect("manifest has files");
     let mut failures = Vec::new();
     let mut checks = 0;
+    let mut unsupported = 0;
     for (name, entry) in files {
         let r = check_file(name, entry);
         checks += r.checks;
+        unsupported += r.unsupported.len();
         failures.extend(r.failures);
     }
+    eprintln!("corpus: {unsupported} datasets use filters this build does not decode (read fails with EOPNOTSUPP)");
     for f in &failures {
         eprintln!("MISMATCH {f}");
     }
-    eprintln!("corpus: {} files, {checks} checks, {} mismatches", files.len(), failures.len());
-    assert!(failures.is_empty(), "{} mismatches against h5py (see above)", failures.len());
+    eprintln!(
+        "corpus: {} files, {checks} checks, {} mismatches",
+        files.len(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} mismatches against h5py (see above)",
+        failures.len()
+    );
 }

@@ -1,28 +1,105 @@
 //! The decoded-chunk cache: an LRU bounded by bytes, shared by every dataset of a mount and
 //! safe under concurrent readers. Concurrent misses on the same chunk decode it once.
+//!
+//! Mechanism. One mutex guards the LRU list (the `lru` crate, unbounded in entries; we evict
+//! by summed chunk bytes) and a table of loads in flight. A miss either finds a load in flight
+//! for its key and waits on that load's `Slot` (a mutex + condvar holding the outcome), or
+//! registers a new slot and runs the loader *outside* the cache lock. The loader's outcome is
+//! published to every waiter; a success is inserted into the LRU if it fits, an error is handed
+//! to the waiters (as a structural copy, since [`Error`] is not `Clone`) and never cached. A
+//! loader that panics completes its slot with an error through a drop guard, so waiters never
+//! hang. Hits clone an `Arc<[u8]>`: the chunk bytes are never copied by the cache.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::error::Result;
+use lru::LruCache;
+
+use crate::error::{Error, Result};
 
 /// Cache key: (dataset id, linear chunk number).
 pub type CacheKey = (u64, u64);
+
+/// A snapshot of the cache counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Lookups answered from the cache (including waiters served by another thread's load).
+    pub hits: u64,
+    /// Lookups that ran a loader.
+    pub misses: u64,
+    /// Entries dropped to respect the byte bound.
+    pub evictions: u64,
+    /// Bytes currently held.
+    pub bytes: u64,
+    /// Entries currently held.
+    pub entries: u64,
+}
+
+/// What a load produced: a chunk, or "nothing to cache" (e.g. a chunk never written).
+type Outcome = Result<Option<Arc<[u8]>>>;
+
+/// One load in flight; waiters block on `ready` until `done` holds the outcome.
+#[derive(Debug, Default)]
+struct Slot {
+    done: Mutex<Option<Outcome>>,
+    ready: Condvar,
+}
+
+#[derive(Debug)]
+struct State {
+    lru: LruCache<CacheKey, Arc<[u8]>>,
+    bytes: u64,
+    inflight: HashMap<CacheKey, Arc<Slot>>,
+}
 
 /// Byte-bounded, concurrent chunk cache.
 #[derive(Debug)]
 pub struct ChunkCache {
     capacity: u64,
+    state: Mutex<State>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+}
+
+/// Lock a mutex, ignoring poisoning: every critical section leaves the state consistent
+/// (no user code runs under these locks), so a panic elsewhere does not invalidate it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ChunkCache {
     /// A cache holding at most `capacity` bytes of decoded chunks.
     pub fn new(capacity: u64) -> ChunkCache {
-        ChunkCache { capacity }
+        ChunkCache {
+            capacity,
+            state: Mutex::new(State {
+                lru: LruCache::unbounded(),
+                bytes: 0,
+                inflight: HashMap::new(),
+            }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
     }
 
     /// Capacity in bytes.
     pub fn capacity(&self) -> u64 {
         self.capacity
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> CacheStats {
+        let st = lock(&self.state);
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            bytes: st.bytes,
+            entries: st.lru.len() as u64,
+        }
     }
 
     /// The cached chunk for `key`, or the result of `load` (run once even if several threads
@@ -32,7 +109,322 @@ impl ChunkCache {
         key: CacheKey,
         load: impl FnOnce() -> Result<Vec<u8>>,
     ) -> Result<Arc<[u8]>> {
-        let _ = key;
-        load().map(Arc::from)
+        match self.get_or_try_load(key, || load().map(Some))? {
+            Some(v) => Ok(v),
+            // Unreachable in practice: our loader never yields `None`, and a waiter only sees
+            // the outcome of a loader for the same key, which is this kind of call or one that
+            // found nothing to cache; report the latter as a missing value rather than panic.
+            None => Err(Error::NotFound(format!("chunk cache entry {key:?}"))),
+        }
+    }
+
+    /// Like [`ChunkCache::get_or_load`], but the loader may answer `None` ("nothing to cache",
+    /// e.g. a chunk that was never written); `None` is handed to concurrent waiters and not
+    /// stored.
+    pub fn get_or_try_load(
+        &self,
+        key: CacheKey,
+        load: impl FnOnce() -> Result<Option<Vec<u8>>>,
+    ) -> Result<Option<Arc<[u8]>>> {
+        let slot = {
+            let mut st = lock(&self.state);
+            if let Some(v) = st.lru.get(&key) {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(v.clone()));
+            }
+            if let Some(slot) = st.inflight.get(&key) {
+                let slot = slot.clone();
+                drop(st);
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Self::wait(&slot);
+            }
+            let slot = Arc::new(Slot::default());
+            st.inflight.insert(key, slot.clone());
+            slot
+        };
+        self.misses.fetch_add(1, Ordering::Relaxed);
+
+        let mut guard = LoadGuard {
+            cache: self,
+            key,
+            slot,
+            finished: false,
+        };
+        let outcome: Outcome = load().map(|o| o.map(Arc::from));
+        guard.finish(&outcome);
+        outcome
+    }
+
+    /// Block until the load behind `slot` completes and take a copy of its outcome.
+    fn wait(slot: &Slot) -> Outcome {
+        let mut done = lock(&slot.done);
+        loop {
+            if let Some(o) = done.as_ref() {
+                return match o {
+                    Ok(v) => Ok(v.clone()),
+                    Err(e) => Err(duplicate(e)),
+                };
+            }
+            done = slot.ready.wait(done).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Insert a loaded chunk, evicting least recently used entries to stay within capacity.
+    /// Called with the state lock held.
+    fn insert(&self, st: &mut State, key: CacheKey, value: Arc<[u8]>) {
+        let size = value.len() as u64;
+        if size > self.capacity {
+            return;
+        }
+        if let Some(old) = st.lru.put(key, value) {
+            st.bytes -= old.len() as u64;
+        }
+        st.bytes += size;
+        while st.bytes > self.capacity {
+            match st.lru.pop_lru() {
+                Some((_, v)) => {
+                    st.bytes -= v.len() as u64;
+                    self.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+/// Completes a slot exactly once: with the loader's outcome, or with an error if the loader
+/// unwound (so that waiters are released).
+struct LoadGuard<'a> {
+    cache: &'a ChunkCache,
+    key: CacheKey,
+    slot: Arc<Slot>,
+    finished: bool,
+}
+
+impl LoadGuard<'_> {
+    fn finish(&mut self, outcome: &Outcome) {
+        self.finished = true;
+        {
+            let mut st = lock(&self.cache.state);
+            st.inflight.remove(&self.key);
+            if let Ok(Some(v)) = outcome {
+                self.cache.insert(&mut st, self.key, v.clone());
+            }
+        }
+        let copy = match outcome {
+            Ok(v) => Ok(v.clone()),
+            Err(e) => Err(duplicate(e)),
+        };
+        *lock(&self.slot.done) = Some(copy);
+        self.slot.ready.notify_all();
+    }
+}
+
+impl Drop for LoadGuard<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let err = Err(Error::Io {
+                what: "chunk cache load",
+                addr: self.key.1,
+                len: 0,
+                source: std::io::Error::other("the chunk loader panicked"),
+            });
+            self.finish(&err);
+        }
+    }
+}
+
+/// A structural copy of an error for the threads that waited on a failed load. `std::io::Error`
+/// is not `Clone`; its kind and message are kept.
+fn duplicate(e: &Error) -> Error {
+    match e {
+        Error::Io {
+            what,
+            addr,
+            len,
+            source,
+        } => Error::Io {
+            what,
+            addr: *addr,
+            len: *len,
+            source: std::io::Error::new(source.kind(), source.to_string()),
+        },
+        Error::Truncated { what, addr } => Error::Truncated { what, addr: *addr },
+        Error::Corrupt { what, addr, detail } => Error::Corrupt {
+            what,
+            addr: *addr,
+            detail: detail.clone(),
+        },
+        Error::Checksum { what, addr } => Error::Checksum { what, addr: *addr },
+        Error::Limit { what, addr, detail } => Error::Limit {
+            what,
+            addr: *addr,
+            detail: detail.clone(),
+        },
+        Error::Unsupported { what, detail } => Error::Unsupported {
+            what,
+            detail: detail.clone(),
+        },
+        Error::Filter {
+            id,
+            name,
+            addr,
+            detail,
+        } => Error::Filter {
+            id: *id,
+            name,
+            addr: *addr,
+            detail: detail.clone(),
+        },
+        Error::UnknownFilter { id, name } => Error::UnknownFilter {
+            id: *id,
+            name: name.clone(),
+        },
+        Error::NotFound(s) => Error::NotFound(s.clone()),
+        Error::Invalid(s) => Error::Invalid(s.clone()),
+        Error::InObject { path, source } => Error::InObject {
+            path: path.clone(),
+            source: Box::new(duplicate(source)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Barrier;
+    use std::time::Duration;
+
+    fn chunk(n: usize, b: u8) -> Result<Vec<u8>> {
+        Ok(vec![b; n])
+    }
+
+    #[test]
+    fn hit_returns_same_allocation() {
+        let c = ChunkCache::new(100);
+        let a = c.get_or_load((1, 0), || chunk(10, 7)).unwrap();
+        let b = c.get_or_load((1, 0), || panic!("must not reload")).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.bytes, s.entries), (1, 1, 10, 1));
+    }
+
+    #[test]
+    fn byte_bound_and_lru_order() {
+        let c = ChunkCache::new(30);
+        for i in 0..3 {
+            c.get_or_load((0, i), || chunk(10, i as u8)).unwrap();
+        }
+        // Touch 0 so that 1 becomes least recently used.
+        c.get_or_load((0, 0), || panic!("cached")).unwrap();
+        c.get_or_load((0, 3), || chunk(10, 3)).unwrap();
+        let s = c.stats();
+        assert_eq!((s.bytes, s.entries, s.evictions), (30, 3, 1));
+        let reloaded = AtomicUsize::new(0);
+        c.get_or_load((0, 1), || {
+            reloaded.fetch_add(1, Ordering::SeqCst);
+            chunk(10, 1)
+        })
+        .unwrap();
+        assert_eq!(reloaded.load(Ordering::SeqCst), 1, "1 was evicted");
+        // Inserting 1 evicted 2 (the LRU after 0 and 3 were used more recently).
+        c.get_or_load((0, 0), || panic!("0 still cached")).unwrap();
+        c.get_or_load((0, 3), || panic!("3 still cached")).unwrap();
+        assert!(c.stats().bytes <= 30);
+    }
+
+    #[test]
+    fn oversized_chunk_returned_not_stored() {
+        let c = ChunkCache::new(8);
+        let v = c.get_or_load((0, 0), || chunk(9, 1)).unwrap();
+        assert_eq!(v.len(), 9);
+        assert_eq!(c.stats().entries, 0);
+        assert_eq!(c.stats().bytes, 0);
+    }
+
+    #[test]
+    fn errors_and_none_not_cached() {
+        let c = ChunkCache::new(100);
+        let e = c.get_or_load((0, 0), || Err(Error::corrupt("chunk", 5, "bad")));
+        assert!(matches!(e, Err(Error::Corrupt { addr: 5, .. })));
+        assert!(c.get_or_try_load((0, 1), || Ok(None)).unwrap().is_none());
+        assert_eq!(c.stats().entries, 0);
+        assert_eq!(c.get_or_load((0, 0), || chunk(3, 3)).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn single_flight_under_contention() {
+        let c = Arc::new(ChunkCache::new(1 << 20));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let n = 8;
+        let barrier = Arc::new(Barrier::new(n));
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                let (c, calls, barrier) = (c.clone(), calls.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    c.get_or_load((9, 9), || {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(100));
+                        chunk(1000, 42)
+                    })
+                    .unwrap()
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert!(results.iter().all(|r| Arc::ptr_eq(r, &results[0])));
+        let s = c.stats();
+        assert_eq!((s.misses, s.hits), (1, n as u64 - 1));
+    }
+
+    #[test]
+    fn waiters_get_the_error_and_it_is_not_cached() {
+        let c = Arc::new(ChunkCache::new(1 << 20));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let barrier = Arc::new(Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (c, calls, barrier) = (c.clone(), calls.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    c.get_or_load((1, 1), || {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(100));
+                        Err(Error::Io {
+                            what: "chunk",
+                            addr: 7,
+                            len: 1,
+                            source: std::io::Error::other("disk"),
+                        })
+                    })
+                })
+            })
+            .collect();
+        for h in handles {
+            assert!(matches!(h.join().unwrap(), Err(Error::Io { addr: 7, .. })));
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(c.get_or_load((1, 1), || chunk(1, 1)).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn panicking_loader_releases_waiters() {
+        let c = Arc::new(ChunkCache::new(100));
+        let c2 = c.clone();
+        let h = std::thread::spawn(move || {
+            c2.get_or_load((2, 2), || {
+                std::thread::sleep(Duration::from_millis(100));
+                panic!("loader bug")
+            })
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        let r = c.get_or_load((2, 2), || chunk(1, 1));
+        // Either we waited on the panicking load (error) or it had already gone (reload).
+        assert!(r.is_err() || r.unwrap().len() == 1);
+        assert!(h.join().is_err());
+        assert_eq!(c.get_or_load((2, 2), || chunk(2, 2)).unwrap().len(), 2);
     }
 }

@@ -20,7 +20,13 @@ const MAX_VALUE_CHARS: usize = 60;
 pub fn shape_str(dims: &[u64]) -> String {
     let parts: Vec<String> = dims
         .iter()
-        .map(|&d| if d == u64::MAX { "None".into() } else { d.to_string() })
+        .map(|&d| {
+            if d == u64::MAX {
+                "None".into()
+            } else {
+                d.to_string()
+            }
+        })
         .collect();
     match parts.len() {
         1 => format!("({},)", parts[0]),
@@ -64,7 +70,12 @@ fn join(parent: &str, name: &str) -> String {
 
 /// Write the listing of the file at `path` (starting at object path `start`, default `/`).
 pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
-    let file = File::open(path, &OpenOptions { cache_bytes: 16 << 20 })?;
+    let file = File::open(
+        path,
+        &OpenOptions {
+            cache_bytes: 16 << 20,
+        },
+    )?;
     let start_path = start.unwrap_or("/").to_string();
     let start_id = file.resolve(&start_path)?;
     let mut seen: HashMap<ObjectId, String> = HashMap::new();
@@ -129,13 +140,27 @@ pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<
                 }
                 Err(e) => w(out, format!("{p}  dataset [error: {e}]"))?,
             },
-            ObjectKind::NamedDatatype => w(out, format!("{p}  datatype"))?,
+            ObjectKind::NamedDatatype => {
+                let dt = match file.named_datatype(id) {
+                    Ok(t) => t.numpy_str(),
+                    Err(e) => format!("[error: {e}]"),
+                };
+                w(out, format!("{p}  datatype {dt}"))?
+            }
             ObjectKind::Unknown => w(out, format!("{p}  object"))?,
         }
         match file.attributes(id) {
             Ok(attrs) => {
                 for a in attrs {
-                    w(out, format!("    @{} {} = {}", a.name, a.dtype.numpy_str(), short(&a.render())))?;
+                    w(
+                        out,
+                        format!(
+                            "    @{} {} = {}",
+                            a.name,
+                            a.dtype.numpy_str(),
+                            short(&a.render())
+                        ),
+                    )?;
                 }
             }
             Err(e) => w(out, format!("    @[error: {e}]"))?,

@@ -1,6 +1,166 @@
-//! The `h5mount` command.
+//! The `h5mount` command: parse the command line, set up logging, then mount or inspect.
+
+#![forbid(unsafe_code)]
+
+mod cli;
+mod config;
+mod daemon;
+
+use std::io::Write;
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+
+use cli::Command;
 
 fn main() {
-    eprintln!("h5mount: not implemented yet");
-    std::process::exit(2);
+    let code = match cli::parse() {
+        Command::Inspect { file, path } => {
+            init_logging(0, None);
+            let mut out = std::io::stdout().lock();
+            let res = h5mount::inspect::inspect(&file, path.as_deref(), &mut out);
+            let _ = out.flush();
+            match res {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("h5mount: {}: {e}", file.display());
+                    2
+                }
+            }
+        }
+        Command::Mount(cfg) => {
+            if cfg.daemon_child && cfg.log_file.is_none() {
+                // Background without a log file: the local syslog, if there is one.
+                init_syslog(Path::new(SYSLOG_SOCKET), cfg.verbose);
+            } else {
+                init_logging(cfg.verbose, cfg.log_file.as_deref());
+            }
+            daemon::run(cfg)
+        }
+    };
+    std::process::exit(code);
+}
+
+/// The local syslog socket.
+const SYSLOG_SOCKET: &str = "/dev/log";
+
+fn level(verbose: u8) -> log::LevelFilter {
+    match verbose {
+        0 => log::LevelFilter::Warn,
+        1 => log::LevelFilter::Info,
+        2 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    }
+}
+
+/// Log records sent as RFC 3164 datagrams (facility daemon) to a syslog socket.
+struct Syslog {
+    sock: UnixDatagram,
+    level: log::LevelFilter,
+    pid: u32,
+}
+
+impl Syslog {
+    fn connect(path: &Path, level: log::LevelFilter) -> std::io::Result<Syslog> {
+        let sock = UnixDatagram::unbound()?;
+        sock.connect(path)?;
+        Ok(Syslog {
+            sock,
+            level,
+            pid: std::process::id(),
+        })
+    }
+
+    fn line(&self, record: &log::Record) -> String {
+        const DAEMON: u8 = 3;
+        let severity = match record.level() {
+            log::Level::Error => 3,
+            log::Level::Warn => 4,
+            log::Level::Info => 6,
+            log::Level::Debug | log::Level::Trace => 7,
+        };
+        format!(
+            "<{}>h5mount[{}]: {}",
+            DAEMON * 8 + severity,
+            self.pid,
+            record.args()
+        )
+    }
+}
+
+impl log::Log for Syslog {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= self.level
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            // A full or vanished syslog must not stop the filesystem: drop the line.
+            let _ = self.sock.send(self.line(record).as_bytes());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Log to the syslog socket at `path`; without one, logs go to stderr (/dev/null in the
+/// background).
+fn init_syslog(path: &Path, verbose: u8) {
+    match Syslog::connect(path, level(verbose)) {
+        Ok(s) => {
+            let max = s.level;
+            if log::set_logger(Box::leak(Box::new(s))).is_ok() {
+                log::set_max_level(max);
+            }
+        }
+        Err(_) => init_logging(verbose, None),
+    }
+}
+
+/// Log to stderr (foreground) and/or append to `log_file`. `RUST_LOG` overrides `-v`.
+fn init_logging(verbose: u8, log_file: Option<&std::path::Path>) {
+    let level = level(verbose).to_string().to_lowercase();
+    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));
+    if let Some(path) = log_file {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            Ok(f) => {
+                b.target(env_logger::Target::Pipe(Box::new(f)));
+            }
+            Err(e) => eprintln!("h5mount: log file {}: {e}", path.display()),
+        }
+    }
+    let _ = b.try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syslog_datagrams() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let server = UnixDatagram::bind(&path).unwrap();
+        let s = Syslog::connect(&path, log::LevelFilter::Info).unwrap();
+        let args = format_args!("mounted {}", 42);
+        let rec = log::Record::builder()
+            .args(args)
+            .level(log::Level::Warn)
+            .build();
+        log::Log::log(&s, &rec);
+        let debug = log::Record::builder()
+            .args(format_args!("hidden"))
+            .level(log::Level::Debug)
+            .build();
+        log::Log::log(&s, &debug);
+        let mut buf = [0u8; 256];
+        let n = server.recv(&mut buf).unwrap();
+        let want = format!("<28>h5mount[{}]: mounted 42", std::process::id());
+        assert_eq!(std::str::from_utf8(&buf[..n]).unwrap(), want);
+        server.set_nonblocking(true).unwrap();
+        assert!(server.recv(&mut buf).is_err(), "debug line filtered out");
+    }
 }

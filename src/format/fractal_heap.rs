@@ -11,6 +11,11 @@
 //! the object's heap-space offset and length; we walk down from the root choosing the row and
 //! column that cover the offset, so one `get` reads one block per level.
 
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
+
 use crate::error::{Error, Result};
 use crate::format::btree_v2::{self, records::HugeObjectRecord, BtreeV2Header};
 use crate::format::limits::MAX_TREE_DEPTH;
@@ -75,7 +80,15 @@ pub struct FractalHeap {
     pub max_direct_rows: u32,
     /// Address and length widths of the file.
     pub sizes: Sizes,
+    /// Recently verified checksummed direct blocks, by address. Listing a dense group reads
+    /// every object of a block in turn; without this each object would re-read and re-hash
+    /// its whole block (quadratic in the block size). Bounded, and private to this handle.
+    verified_blocks: Arc<Mutex<LruCache<u64, Arc<Vec<u8>>>>>,
 }
+
+/// Verified direct blocks kept per heap handle, and the largest block worth keeping.
+const VERIFIED_BLOCKS: usize = 8;
+const MAX_CACHED_BLOCK: u64 = 1 << 20;
 
 impl FractalHeap {
     pub fn open(storage: &Storage, addr: u64, sizes: Sizes) -> Result<FractalHeap> {
@@ -183,6 +196,9 @@ impl FractalHeap {
             length_width,
             max_direct_rows,
             sizes,
+            verified_blocks: Arc::new(Mutex::new(LruCache::new(
+                NonZeroUsize::new(VERIFIED_BLOCKS).unwrap_or(NonZeroUsize::MIN),
+            ))),
         })
     }
 
@@ -331,6 +347,9 @@ impl FractalHeap {
             ));
         };
         if self.flags & 2 != 0 {
+            if let Some(block) = self.verified_blocks.lock().unwrap().get(&block_addr) {
+                return Ok(block[rel as usize..end as usize].to_vec());
+            }
             // The checksum covers the whole block with its own field zeroed.
             let mut block = storage.read_vec(block_addr, block_size, DBLOCK)?;
             self.check_dblock_header(&block, block_addr, block_off)?;
@@ -344,7 +363,14 @@ impl FractalHeap {
                     addr: block_addr,
                 });
             }
-            Ok(block[rel as usize..end as usize].to_vec())
+            let out = block[rel as usize..end as usize].to_vec();
+            if block_size <= MAX_CACHED_BLOCK {
+                self.verified_blocks
+                    .lock()
+                    .unwrap()
+                    .put(block_addr, Arc::new(block));
+            }
+            Ok(out)
         } else {
             let head = storage.read_vec(block_addr, hlen, DBLOCK)?;
             self.check_dblock_header(&head, block_addr, block_off)?;

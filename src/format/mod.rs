@@ -13,6 +13,7 @@ pub mod messages;
 pub mod object_header;
 pub mod superblock;
 pub mod symbol_table;
+pub mod vds;
 
 /// Upper bounds that protect every walk from hostile files.
 pub mod limits {

@@ -1,1 +1,445 @@
 //! The filesystem: fuser-free operations over the model, and the thin FUSE adapter.
+//!
+//! [`H5Fs`] implements every operation as a plain method that takes inode numbers and returns
+//! small result structs or an [`FsError`]; [`fuse`] converts kernel requests to these calls and
+//! the results to replies, and is the only code that names fuser. Groups are directories,
+//! datasets regular files whose bytes are the dataset's image, committed datatypes empty
+//! files, soft and external links symlinks. The mount is read-only: every mutating operation
+//! answers `EROFS`.
+//!
+//! The HDF5 file cannot change while mounted, so attributes and directory listings are
+//! computed once per inode and kept. Failures are logged once per object path.
+
+pub mod attr;
+pub mod dir;
+pub mod error;
+pub mod fuse;
+pub mod inode;
+pub mod read;
+pub mod xattr;
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+pub use attr::{Attr, FileKind};
+pub use dir::{DirEntry, Listing};
+pub use error::{FsError, FsResult};
+pub use inode::{Node, NodeKind, ROOT_INO};
+pub use xattr::XattrReply;
+
+use crate::model::{File, Link, LinkTarget, ObjectId, ObjectKind};
+
+/// How the mounted tree presents itself (owner, fallback times).
+#[derive(Clone, Debug)]
+pub struct FsOptions {
+    /// Owner of every inode.
+    pub uid: u32,
+    pub gid: u32,
+    /// Time shown for objects without a stored modification time (the HDF5 file's mtime).
+    pub file_mtime: SystemTime,
+    /// Size of the HDF5 file, reported by `statfs`.
+    pub file_size: u64,
+}
+
+/// Most distinct failures remembered for log-once; beyond it, failures are logged every time
+/// rather than growing the set without bound.
+const MAX_LOGGED: usize = 100_000;
+
+/// What `statfs` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub blocks: u64,
+    pub files: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+}
+
+/// The mounted file.
+#[derive(Debug)]
+pub struct H5Fs {
+    file: Arc<File>,
+    opts: FsOptions,
+    inodes: inode::InodeTable,
+    listings: RwLock<HashMap<u64, Arc<Listing>>>,
+    logged: Mutex<HashSet<String>>,
+}
+
+/// Access-mode bits of `access(2)`.
+const W_OK: i32 = 2;
+const X_OK: i32 = 1;
+
+impl H5Fs {
+    pub fn new(file: Arc<File>, opts: FsOptions) -> H5Fs {
+        let inodes = inode::InodeTable::new(file.root());
+        H5Fs {
+            file,
+            opts,
+            inodes,
+            listings: RwLock::new(HashMap::new()),
+            logged: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// How long the kernel may cache entries and attributes: the file is immutable while
+    /// mounted, so as long as practical.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(3600)
+    }
+
+    fn node(&self, ino: u64) -> FsResult<Arc<Node>> {
+        self.inodes.get(ino).ok_or(FsError::Errno(libc::ENOENT))
+    }
+
+    fn object(&self, node: &Node) -> FsResult<ObjectId> {
+        node.object().ok_or(FsError::Errno(libc::EINVAL))
+    }
+
+    fn kind(&self, node: &Node, id: ObjectId) -> FsResult<ObjectKind> {
+        self.file
+            .kind(id)
+            .map_err(|e| FsError::model(&node.path, e))
+    }
+
+    /// Log `msg` about `path` unless the same key was logged before.
+    pub fn log_once(&self, key: &str, msg: impl FnOnce() -> String) {
+        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        if logged.len() >= MAX_LOGGED || logged.insert(key.to_string()) {
+            log::warn!("{}", msg());
+        }
+    }
+
+    /// Log a failed operation once per object (filesystem-decided errors are not logged).
+    pub fn log_error(&self, op: &str, err: &FsError) {
+        if let FsError::Model { path, error } = err {
+            self.log_once(path, || {
+                format!("{op} {path}: {error} (errno {})", err.errno())
+            });
+        }
+    }
+
+    /// Look `name` up in the directory `parent`: in its listing when one was built, else
+    /// through the model's by-name lookup (no need to decode a whole large group).
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
+        let enoent = || FsError::Errno(libc::ENOENT);
+        let name = name.to_str().ok_or_else(enoent)?;
+        let cached = self.cached_listing(parent);
+        if let Some(listing) = cached {
+            return self.getattr(listing.find(name).ok_or_else(enoent)?.ino);
+        }
+        let node = self.node(parent)?;
+        let id = self.group(&node)?;
+        if name == "." || name == ".." {
+            return self.getattr(if name == "." { parent } else { node.parent });
+        }
+        let link = self
+            .file
+            .lookup(id, name)
+            .map_err(|e| FsError::model(&node.path, e))?
+            .ok_or_else(enoent)?;
+        let child = self.child(&node, &link).ok_or_else(enoent)?;
+        self.getattr(child.ino)
+    }
+
+    /// The group `node` stands for (`ENOTDIR` if it is something else).
+    fn group(&self, node: &Node) -> FsResult<ObjectId> {
+        let id = node.object().ok_or(FsError::Errno(libc::ENOTDIR))?;
+        if self.kind(node, id)? != ObjectKind::Group {
+            return Err(FsError::Errno(libc::ENOTDIR));
+        }
+        Ok(id)
+    }
+
+    /// The inode of `link` in the group of `node`; `None` (and a log line, once) for links
+    /// that cannot be shown.
+    fn child(&self, node: &Node, link: &Link) -> Option<Arc<Node>> {
+        let path = inode::join_path(&node.path, &link.name);
+        if let Some(why) = dir::bad_name(&link.name) {
+            self.log_once(&path, || format!("skipping link {path:?}: {why}"));
+            return None;
+        }
+        match &link.target {
+            LinkTarget::Hard(cid) => {
+                // Linux directories cannot have several parents (the kernel answers ELOOP for
+                // a link to an ancestor and EIO for one to the root): a group already shown
+                // at another path appears here as a symlink to that path.
+                if let Some(seen) = self.inodes.existing_object(*cid) {
+                    if seen.path != path && matches!(self.file.kind(*cid), Ok(ObjectKind::Group)) {
+                        let text = dir::soft_target(&node.path, &seen.path);
+                        return Some(self.inodes.symlink(node, &link.name, text));
+                    }
+                }
+                Some(self.inodes.object(node, &link.name, *cid))
+            }
+            LinkTarget::UserDefined(t) => {
+                self.log_once(&path, || {
+                    format!("skipping link {path:?}: user-defined link type {t}")
+                });
+                None
+            }
+            other => {
+                let text = dir::symlink_text(&node.path, other).unwrap_or_default();
+                Some(self.inodes.symlink(node, &link.name, text))
+            }
+        }
+    }
+
+    fn cached_listing(&self, ino: u64) -> Option<Arc<Listing>> {
+        let map = self.listings.read().unwrap_or_else(|e| e.into_inner());
+        map.get(&ino).cloned()
+    }
+
+    /// Attributes of `ino`.
+    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        let node = self.node(ino)?;
+        if let Some(a) = node.attr.get() {
+            return Ok(*a);
+        }
+        let owner = (self.opts.uid, self.opts.gid);
+        let attr = match &node.kind {
+            NodeKind::Symlink { target } => Attr::new(
+                ino,
+                FileKind::Symlink,
+                target.len() as u64,
+                owner,
+                self.opts.file_mtime,
+            ),
+            NodeKind::Object(id) => {
+                let id = *id;
+                let kind = self.kind(&node, id)?;
+                let (fkind, size) = match kind {
+                    ObjectKind::Group => (FileKind::Directory, 0),
+                    ObjectKind::Dataset => match self.file.dataset(id) {
+                        Ok(ds) => (FileKind::RegularFile, ds.len()),
+                        Err(e) => {
+                            self.log_error("getattr", &FsError::model(&node.path, e));
+                            (FileKind::RegularFile, 0)
+                        }
+                    },
+                    ObjectKind::NamedDatatype | ObjectKind::Unknown => (FileKind::RegularFile, 0),
+                };
+                let mtime = match self.file.mtime(id) {
+                    Ok(Some(secs)) => SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+                    _ => self.opts.file_mtime,
+                };
+                let mut a = Attr::new(ino, fkind, size, owner, mtime);
+                a.nlink = self.file.refcount(id).unwrap_or(1).max(1);
+                a
+            }
+        };
+        Ok(*node.attr.get_or_init(|| attr))
+    }
+
+    /// Attributes shown for a listed entry whose real attributes cannot be computed.
+    pub fn placeholder_attr(&self, e: &DirEntry) -> Attr {
+        let owner = (self.opts.uid, self.opts.gid);
+        Attr::new(e.ino, e.kind, 0, owner, self.opts.file_mtime)
+    }
+
+    /// The listing of directory `ino` (built on first use).
+    pub fn listing(&self, ino: u64) -> FsResult<Arc<Listing>> {
+        if let Some(l) = self.cached_listing(ino) {
+            return Ok(l);
+        }
+        let node = self.node(ino)?;
+        let id = self.group(&node)?;
+        let links = self
+            .file
+            .links(id)
+            .map_err(|e| FsError::model(&node.path, e))?;
+        let mut entries = Vec::with_capacity(links.len().saturating_add(2));
+        for (name, ino) in [(".", ino), ("..", node.parent)] {
+            entries.push(DirEntry {
+                ino,
+                kind: FileKind::Directory,
+                name: name.into(),
+            });
+        }
+        // `iter()` so this works whether the model hands out the links owned or shared.
+        for link in links.iter() {
+            let Some(child) = self.child(&node, link) else {
+                continue;
+            };
+            let kind = match child.kind {
+                NodeKind::Symlink { .. } => FileKind::Symlink,
+                NodeKind::Object(cid) => match self.file.kind(cid) {
+                    Ok(ObjectKind::Group) => FileKind::Directory,
+                    Ok(_) => FileKind::RegularFile,
+                    Err(e) => {
+                        self.log_error("readdir", &FsError::model(&child.path, e));
+                        FileKind::RegularFile
+                    }
+                },
+            };
+            entries.push(DirEntry {
+                ino: child.ino,
+                kind,
+                name: link.name.clone(),
+            });
+        }
+        let listing = Arc::new(Listing::new(entries));
+        let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
+        Ok(map.entry(ino).or_insert(listing).clone())
+    }
+
+    /// Check that `ino` is a directory that can be listed.
+    pub fn opendir(&self, ino: u64) -> FsResult<()> {
+        self.listing(ino).map(|_| ())
+    }
+
+    /// Open `ino` for reading; any write intent is `EROFS`.
+    pub fn open(&self, ino: u64, flags: i32) -> FsResult<()> {
+        let node = self.node(ino)?;
+        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+            return Err(FsError::Errno(libc::EROFS));
+        }
+        let id = self.object(&node)?;
+        match self.kind(&node, id)? {
+            ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
+            ObjectKind::Dataset => {
+                let ds = self
+                    .file
+                    .dataset(id)
+                    .map_err(|e| FsError::model(&node.path, e))?;
+                // An empty image needs no reader. Otherwise an empty read reports a dataset
+                // that cannot be served at all (unsupported layout or type, broken layout
+                // message) at open, not at each read.
+                if ds.is_empty() {
+                    return Ok(());
+                }
+                ds.read_at(0, &mut [])
+                    .map(|_| ())
+                    .map_err(|e| FsError::model(&node.path, e))
+            }
+            ObjectKind::NamedDatatype | ObjectKind::Unknown => Ok(()),
+        }
+    }
+
+    /// Read `size` bytes at `offset` of `ino`.
+    pub fn read(&self, ino: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let node = self.node(ino)?;
+        let id = self.object(&node)?;
+        match self.kind(&node, id)? {
+            ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
+            ObjectKind::Dataset => {
+                let ds = self
+                    .file
+                    .dataset(id)
+                    .map_err(|e| FsError::model(&node.path, e))?;
+                read::read(&ds, offset, size).map_err(|e| FsError::model(&node.path, e))
+            }
+            ObjectKind::NamedDatatype | ObjectKind::Unknown => Ok(Vec::new()),
+        }
+    }
+
+    /// The text of symlink `ino`.
+    pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
+        match &self.node(ino)?.kind {
+            NodeKind::Symlink { target } => Ok(target.as_bytes().to_vec()),
+            NodeKind::Object(_) => Err(FsError::Errno(libc::EINVAL)),
+        }
+    }
+
+    /// All `user.*` xattrs of `ino`, computed on demand.
+    fn xattrs(&self, node: &Node) -> FsResult<Vec<(String, Vec<u8>)>> {
+        let Some(id) = node.object() else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        match self.kind(node, id)? {
+            ObjectKind::Dataset => {
+                let ds = self
+                    .file
+                    .dataset(id)
+                    .map_err(|e| FsError::model(&node.path, e))?;
+                for (k, v) in xattr::dataset_xattrs(&ds.info) {
+                    out.push((k, v.into_bytes()));
+                }
+            }
+            ObjectKind::NamedDatatype => {
+                // A committed datatype is an empty file described by its type.
+                let t = self
+                    .file
+                    .named_datatype(id)
+                    .map_err(|e| FsError::model(&node.path, e))?;
+                out.push((
+                    format!("{}h5.dtype", xattr::USER),
+                    t.numpy_str().into_bytes(),
+                ));
+            }
+            _ => {}
+        }
+        let attrs = self
+            .file
+            .attributes(id)
+            .map_err(|e| FsError::model(&node.path, e))?;
+        for a in attrs {
+            if xattr::attr_visible(&a.name) {
+                out.push((
+                    format!("{}{}", xattr::USER, a.name),
+                    a.render().into_bytes(),
+                ));
+            } else {
+                let key = format!("{}@{}", node.path, a.name);
+                self.log_once(&key, || {
+                    format!(
+                        "attribute {:?} of {} not shown as an xattr",
+                        a.name, node.path
+                    )
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// `getxattr`: the value of `name` (size query when `size` is 0).
+    pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
+        let node = self.node(ino)?;
+        let nodata = FsError::Errno(libc::ENODATA);
+        // `ls -l` asks for security and ACL attributes of every file: answer without
+        // touching the file.
+        let name = name.to_str().ok_or(FsError::Errno(libc::ENODATA))?;
+        if !name.starts_with(xattr::USER) {
+            return Err(nodata);
+        }
+        let value = self
+            .xattrs(&node)?
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .ok_or(nodata)?
+            .1;
+        xattr::reply(value, size)
+    }
+
+    /// `listxattr`: the NUL-separated names (size query when `size` is 0).
+    pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<XattrReply> {
+        let node = self.node(ino)?;
+        let all = self.xattrs(&node)?;
+        let list = xattr::name_list(all.iter().map(|(k, _)| k.as_str()));
+        xattr::reply(list, size)
+    }
+
+    /// `access`: consulted only without `default_permissions`; the tree is readable by all
+    /// and writable by none.
+    pub fn access(&self, ino: u64, mask: i32) -> FsResult<()> {
+        let attr = self.getattr(ino)?;
+        if mask & W_OK != 0 {
+            return Err(FsError::Errno(libc::EROFS));
+        }
+        if mask & X_OK != 0 && attr.kind == FileKind::RegularFile {
+            return Err(FsError::Errno(libc::EACCES));
+        }
+        Ok(())
+    }
+
+    /// `statfs`: the file's size in 4 KiB blocks, nothing free.
+    pub fn statfs(&self) -> StatFs {
+        StatFs {
+            blocks: self.opts.file_size.div_ceil(4096),
+            files: self.inodes.len() as u64,
+            bsize: 4096,
+            namelen: dir::NAME_MAX as u32,
+        }
+    }
+}

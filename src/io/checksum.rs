@@ -139,6 +139,9 @@ mod tests {
         let s1 = 0x6162u32 + 0x6364 + 0x6500;
         let s2 = 0x6162u32 + (0x6162 + 0x6364) + s1;
         let fold = |x: u32| (x & 0xffff) + (x >> 16);
-        assert_eq!(fletcher32(b"abcde"), (fold(fold(s2)) << 16) | fold(fold(s1)));
+        assert_eq!(
+            fletcher32(b"abcde"),
+            (fold(fold(s2)) << 16) | fold(fold(s1))
+        );
     }
 }

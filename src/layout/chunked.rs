@@ -1,1 +1,803 @@
 //! Layout: chunked storage.
+//!
+//! The dataset is cut into equal chunks (spec: "Data Layout Message", layout class 2; chunks
+//! at the upper edges are stored full size, the part outside the dataset being junk). A read
+//! of the byte image goes:
+//!
+//! 1. Bytes → elements: `[offset, end)` becomes the element range `[e0, e1)` covering it (the
+//!    first and last elements may be partial; each copy is clipped to the byte range).
+//! 2. Elements → boxes: a range of C-order positions is the union of at most `2·rank − 1`
+//!    disjoint boxes (`decompose`): partial rows completing the trailing dimensions, one
+//!    slab of whole planes, then the partial rows that end the range.
+//! 3. Boxes → chunks: every chunk a box touches is fetched once for that box, through the
+//!    shared cache (key: dataset id, linear chunk number in the chunk grid), and the
+//!    box ∩ chunk intersection is copied out row run by row run.
+//!
+//! Row runs are made long by merging trailing dimensions first (`Geometry`): if a chunk
+//! spans the whole of dimension `j+1` (chunk dim = dataset dim), dimensions `j` and `j+1` are
+//! one dimension for copying, both in the chunk and in the dataset. A dataset whose chunks
+//! are whole rows thus copies whole chunks with one `memcpy`.
+//!
+//! A chunk missing from the index reads as the fill value. A present chunk is read with the
+//! size its index record gives and decoded by the filter pipeline, unless the dataset has no
+//! filters, or layout flag [`DONT_FILTER_PARTIAL_EDGE_CHUNKS`] is set and the chunk crosses the
+//! dataset's upper edge (such chunks are stored raw).
+
+use std::sync::{Arc, OnceLock};
+
+use crate::cache::ChunkCache;
+use crate::error::{Error, Result};
+use crate::filters::Pipeline;
+use crate::format::messages::layout::{
+    ChunkIndexSpec, ChunkedLayout, DONT_FILTER_PARTIAL_EDGE_CHUNKS,
+};
+use crate::io::{Storage, UNDEFINED_ADDR};
+
+use super::chunk_index::{self, ChunkIndex, IndexParams};
+use super::{fill_pattern, LayoutParams};
+
+/// HDF5 limits a chunk to less than 4 GiB (its size is a 32-bit quantity in the v1 B-tree
+/// key and in the library); a larger declared chunk is a corrupt or hostile file.
+pub const MAX_CHUNK_BYTES: u64 = u32::MAX as u64;
+
+/// Dataset and chunk shapes, with trailing dimensions merged where a chunk spans them whole.
+#[derive(Clone, Debug)]
+struct Geometry {
+    /// Rank of the original dataspace.
+    rank: usize,
+    /// Merged dataset dims (at least one: a scalar is `[1]`).
+    dims: Vec<u64>,
+    /// Merged chunk dims.
+    chunk: Vec<u64>,
+    /// For each merged dim, the original dim carrying its chunk coordinate (the others of the
+    /// group have coordinate 0); `None` for the scalar case.
+    first: Vec<Option<usize>>,
+    /// Element strides of the dataset (C order) over merged dims.
+    strides: Vec<u64>,
+    /// Element strides within a chunk.
+    cstrides: Vec<u64>,
+    /// Strides of the chunk grid, giving the linear chunk number.
+    nstrides: Vec<u64>,
+}
+
+impl Geometry {
+    /// `dims` and `chunk` have equal length and chunk dims are non-zero. Products saturate:
+    /// they are exact whenever the dataset holds an element (the caller checked that the
+    /// product of `dims` fits), and never used otherwise.
+    fn new(dims: &[u64], chunk: &[u64]) -> Geometry {
+        let mut groups: Vec<(u64, u64, Option<usize>)> = Vec::with_capacity(dims.len().max(1));
+        if let (Some(&d), Some(&c)) = (dims.last(), chunk.last()) {
+            let (mut gd, mut gc, mut gf) = (d, c, dims.len() - 1);
+            for j in (0..dims.len() - 1).rev() {
+                if gc == gd {
+                    gd = gd.saturating_mul(dims[j]);
+                    gc = gc.saturating_mul(chunk[j]);
+                } else {
+                    groups.push((gd, gc, Some(gf)));
+                    (gd, gc) = (dims[j], chunk[j]);
+                }
+                gf = j;
+            }
+            groups.push((gd, gc, Some(gf)));
+            groups.reverse();
+        } else {
+            groups.push((1, 1, None));
+        }
+        let m = groups.len();
+        let mut g = Geometry {
+            rank: dims.len(),
+            dims: groups.iter().map(|x| x.0).collect(),
+            chunk: groups.iter().map(|x| x.1).collect(),
+            first: groups.iter().map(|x| x.2).collect(),
+            strides: vec![1; m],
+            cstrides: vec![1; m],
+            nstrides: vec![1; m],
+        };
+        for j in (0..m - 1).rev() {
+            g.strides[j] = g.strides[j + 1].saturating_mul(g.dims[j + 1]);
+            g.cstrides[j] = g.cstrides[j + 1].saturating_mul(g.chunk[j + 1]);
+            let n = g.dims[j + 1].div_ceil(g.chunk[j + 1]);
+            g.nstrides[j] = g.nstrides[j + 1].saturating_mul(n);
+        }
+        g
+    }
+}
+
+/// A box of merged-dimension element coordinates: `start[j] .. start[j] + count[j]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Region {
+    start: Vec<u64>,
+    count: Vec<u64>,
+}
+
+/// Cut the C-order element range `[a, b)` of an array of shape `dims` (with C-order
+/// `strides`) into disjoint boxes, in increasing order. Requires `b <= product(dims)`.
+fn decompose(dims: &[u64], strides: &[u64], a: u64, b: u64) -> Vec<Region> {
+    let m = dims.len();
+    let mut out = Vec::new();
+    if a >= b || m == 0 {
+        return out;
+    }
+    // A box at position `cur` spanning `n` steps of dim `j` and all of the dims after it.
+    let region = |cur: u64, j: usize, n: u64| {
+        let mut start = vec![0; m];
+        let mut count = dims.to_vec();
+        for i in 0..=j {
+            start[i] = (cur / strides[i]) % dims[i];
+            count[i] = 1;
+        }
+        count[j] = n;
+        Region { start, count }
+    };
+    let mut cur = a;
+    let mut level = 0;
+    // Complete the partial trailing dimensions, innermost first, while the range goes on.
+    for j in (1..m).rev() {
+        let up = cur.div_ceil(strides[j - 1]) * strides[j - 1];
+        if up >= b {
+            level = j;
+            break;
+        }
+        if up > cur {
+            out.push(region(cur, j, (up - cur) / strides[j]));
+            cur = up;
+        }
+    }
+    // Then take whole slabs, outermost first.
+    for (j, &stride) in strides.iter().enumerate().skip(level) {
+        let n = (b - cur) / stride;
+        if n > 0 {
+            out.push(region(cur, j, n));
+            cur += n * stride;
+        }
+    }
+    out
+}
+
+/// Step `idx` through the box `lo..=hi` in C order; false when done.
+fn advance(idx: &mut [u64], lo: &[u64], hi: &[u64]) -> bool {
+    for j in (0..idx.len()).rev() {
+        if idx[j] < hi[j] {
+            idx[j] += 1;
+            return true;
+        }
+        idx[j] = lo[j];
+    }
+    false
+}
+
+/// A chunked dataset.
+#[derive(Debug)]
+pub(crate) struct Chunked {
+    storage: Storage,
+    spec: ChunkIndexSpec,
+    index_params: IndexParams,
+    index: OnceLock<Box<dyn ChunkIndex>>,
+    pipeline: Pipeline,
+    filtered: bool,
+    raw_edges: bool,
+    es: u64,
+    chunk_bytes: usize,
+    fill: Option<Vec<u8>>,
+    cache: Arc<ChunkCache>,
+    id: u64,
+    dims: Vec<u64>,
+    chunk_dims: Vec<u64>,
+    geom: Geometry,
+}
+
+impl Chunked {
+    pub(crate) fn new(params: &LayoutParams, layout: &ChunkedLayout) -> Result<Chunked> {
+        let id = params.cache_id;
+        let rank = params.dims.len();
+        if layout.chunk_dims.len() != rank {
+            return Err(Error::corrupt(
+                "chunked layout",
+                id,
+                format!(
+                    "{} chunk dimensions for a dataspace of rank {rank}",
+                    layout.chunk_dims.len()
+                ),
+            ));
+        }
+        if layout.chunk_dims.contains(&0) {
+            return Err(Error::corrupt(
+                "chunked layout",
+                id,
+                format!("zero chunk dimension in {:?}", layout.chunk_dims),
+            ));
+        }
+        let es = params.element_size as u64;
+        let chunk_bytes = layout
+            .chunk_dims
+            .iter()
+            .try_fold(es, |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= MAX_CHUNK_BYTES)
+            .ok_or_else(|| {
+                Error::limit(
+                    "chunked layout",
+                    id,
+                    format!(
+                        "chunk {:?} of {es}-byte elements exceeds {MAX_CHUNK_BYTES} bytes",
+                        layout.chunk_dims
+                    ),
+                )
+            })?;
+        let max_dims = if params.max_dims.len() == rank {
+            params.max_dims.clone()
+        } else {
+            params.dims.clone()
+        };
+        let filtered = !params.filters.filters.is_empty();
+        Ok(Chunked {
+            storage: params.storage.clone(),
+            spec: layout.index.clone(),
+            index_params: IndexParams {
+                storage: params.storage.clone(),
+                sizes: params.sizes,
+                dims: params.dims.clone(),
+                max_dims,
+                chunk_dims: layout.chunk_dims.clone(),
+                element_size: params.element_size,
+                filtered,
+                layout_version: params.layout.version,
+                layout_flags: layout.flags,
+            },
+            index: OnceLock::new(),
+            pipeline: Pipeline::new(&params.filters),
+            filtered,
+            raw_edges: layout.flags & DONT_FILTER_PARTIAL_EDGE_CHUNKS != 0,
+            es,
+            chunk_bytes: chunk_bytes as usize,
+            fill: params.fill.clone(),
+            cache: params.cache.clone(),
+            id,
+            dims: params.dims.clone(),
+            chunk_dims: layout.chunk_dims.clone(),
+            geom: Geometry::new(&params.dims, &layout.chunk_dims),
+        })
+    }
+
+    /// Use `index` instead of opening the one the layout message describes.
+    pub(crate) fn set_index(&self, index: Box<dyn ChunkIndex>) {
+        let _ = self.index.set(index);
+    }
+
+    /// The chunk index, opened on first use. Two threads racing here may both open it; one
+    /// result is kept. An error is not remembered (the next read retries).
+    fn index(&self) -> Result<&dyn ChunkIndex> {
+        if self.index.get().is_none() {
+            let opened = chunk_index::open(&self.spec, self.index_params.clone())?;
+            let _ = self.index.set(opened);
+        }
+        match self.index.get() {
+            Some(i) => Ok(i.as_ref()),
+            None => Err(Error::corrupt("chunk index", self.id, "failed to open")),
+        }
+    }
+
+    /// True when the chunk at original coordinates `coords` crosses an upper dataset edge.
+    fn is_partial_edge(&self, coords: &[u64]) -> bool {
+        coords
+            .iter()
+            .zip(&self.chunk_dims)
+            .zip(&self.dims)
+            .any(|((&c, &cd), &d)| c.saturating_add(1).saturating_mul(cd) > d)
+    }
+
+    /// Read and decode the chunk at merged chunk coordinates `mcoords`; `None` if the index
+    /// has no such chunk.
+    fn load(&self, mcoords: &[u64]) -> Result<Option<Vec<u8>>> {
+        let mut coords = vec![0u64; self.geom.rank];
+        for (&f, &c) in self.geom.first.iter().zip(mcoords) {
+            if let Some(slot) = f.and_then(|i| coords.get_mut(i)) {
+                *slot = c;
+            }
+        }
+        let Some(rec) = self.index()?.lookup(&coords)? else {
+            return Ok(None);
+        };
+        if rec.addr == UNDEFINED_ADDR {
+            return Ok(None);
+        }
+        let full = self.chunk_bytes as u64;
+        if !self.filtered || (self.raw_edges && self.is_partial_edge(&coords)) {
+            if rec.size != 0 && rec.size < full {
+                return Err(Error::corrupt(
+                    "chunk",
+                    rec.addr,
+                    format!("unfiltered chunk of {} bytes, expected {full}", rec.size),
+                ));
+            }
+            return self.storage.read_vec(rec.addr, full, "chunk").map(Some);
+        }
+        let data = self.storage.read_vec(rec.addr, rec.size, "chunk")?;
+        self.pipeline
+            .decode(data, rec.filter_mask, self.chunk_bytes, rec.addr)
+            .map(Some)
+    }
+
+    /// Fill `buf` with the image bytes from `offset`; the caller has clipped the range.
+    pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let g = &self.geom;
+        let m = g.dims.len();
+        let end = offset + buf.len() as u64;
+        let (e0, e1) = (offset / self.es, end.div_ceil(self.es));
+        let regions = decompose(&g.dims, &g.strides, e0, e1);
+        // The chunks each region touches: an inclusive box of chunk coordinates.
+        let spans: Vec<(Vec<u64>, Vec<u64>)> = regions
+            .iter()
+            .map(|r| {
+                let lo = (0..m).map(|j| r.start[j] / g.chunk[j]).collect();
+                let hi = (0..m)
+                    .map(|j| (r.start[j] + r.count[j] - 1) / g.chunk[j])
+                    .collect();
+                (lo, hi)
+            })
+            .collect();
+        let inside = |k: usize, cc: &[u64]| {
+            let (lo, hi) = &spans[k];
+            cc.iter()
+                .zip(lo.iter().zip(hi))
+                .all(|(c, (l, h))| l <= c && c <= h)
+        };
+        let mut cc = vec![0u64; m];
+        let mut scratch = Scratch {
+            a: vec![0; m],
+            b: vec![0; m],
+            idx: vec![0; m],
+        };
+        for (k, (lo, hi)) in spans.iter().enumerate() {
+            cc.copy_from_slice(lo);
+            loop {
+                // A chunk is fetched once per read, by the first region touching it, which
+                // also serves the later regions: an uncached chunk is not decoded again.
+                if !(0..k).any(|j| inside(j, &cc)) {
+                    let chunk = self.fetch(&cc)?;
+                    for (j, r) in regions.iter().enumerate().skip(k) {
+                        if inside(j, &cc) {
+                            self.copy_chunk(r, &cc, chunk.as_deref(), offset, buf, &mut scratch)?;
+                        }
+                    }
+                }
+                if !advance(&mut cc, lo, hi) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The decoded chunk at merged chunk coordinates `cc`, through the cache; `None` when the
+    /// chunk was never written.
+    fn fetch(&self, cc: &[u64]) -> Result<Option<Arc<[u8]>>> {
+        let linear = cc
+            .iter()
+            .zip(&self.geom.nstrides)
+            .fold(0u64, |a, (&c, &n)| a + c * n);
+        self.cache
+            .get_or_try_load((self.id, linear), || self.load(cc))
+    }
+
+    /// Copy region `r` ∩ chunk `cc` (merged coordinates), whose decoded bytes are `chunk`
+    /// (`None`: fill value), into `buf` (image bytes from `offset`), one row run at a time.
+    fn copy_chunk(
+        &self,
+        r: &Region,
+        cc: &[u64],
+        chunk: Option<&[u8]>,
+        offset: u64,
+        buf: &mut [u8],
+        s: &mut Scratch,
+    ) -> Result<()> {
+        let g = &self.geom;
+        let m = g.dims.len();
+        let last = m - 1;
+        for (j, &c) in cc.iter().enumerate() {
+            let cs = c * g.chunk[j];
+            s.a[j] = r.start[j].max(cs);
+            // Inclusive upper corner of the intersection.
+            s.b[j] = (r.start[j] + r.count[j]).min(cs.saturating_add(g.chunk[j])) - 1;
+        }
+        let es = self.es;
+        let end = offset + buf.len() as u64;
+        let run = s.b[last] - s.a[last] + 1;
+        s.idx.copy_from_slice(&s.a);
+        loop {
+            let mut img = 0u64;
+            let mut chk = 0u64;
+            for (j, &i) in s.idx.iter().enumerate() {
+                img += i * g.strides[j];
+                chk += (i - cc[j] * g.chunk[j]) * g.cstrides[j];
+            }
+            let img_lo = img * es;
+            let lo = img_lo.max(offset);
+            let hi = (img_lo + run * es).min(end);
+            if lo < hi {
+                let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
+                match chunk {
+                    None => fill_pattern(dst, lo, self.fill.as_deref()),
+                    Some(data) => {
+                        let from = chk * es + (lo - img_lo);
+                        let src = usize::try_from(from)
+                            .ok()
+                            .and_then(|f| data.get(f..f.checked_add(dst.len())?))
+                            .ok_or_else(|| {
+                                Error::corrupt(
+                                    "chunk",
+                                    self.id,
+                                    format!("decoded chunk {cc:?} holds {} bytes", data.len()),
+                                )
+                            })?;
+                        dst.copy_from_slice(src);
+                    }
+                }
+            }
+            if !advance(&mut s.idx[..last], &s.a[..last], &s.b[..last]) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Per-read buffers reused across chunks: the intersection corners and the row cursor.
+struct Scratch {
+    a: Vec<u64>,
+    b: Vec<u64>,
+    idx: Vec<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
+    use crate::format::messages::layout::{Layout, LayoutClass};
+    use crate::io::Sizes;
+    use crate::layout::chunk_index::ChunkRecord;
+    use crate::layout::DataReader;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    /// The test index: the real interface over a map filled by the fixture.
+    #[derive(Debug)]
+    struct MapIndex(HashMap<Vec<u64>, ChunkRecord>);
+
+    impl ChunkIndex for MapIndex {
+        fn lookup(&self, coords: &[u64]) -> Result<Option<ChunkRecord>> {
+            Ok(self.0.get(coords).copied())
+        }
+    }
+
+    fn unravel(mut i: u64, shape: &[u64]) -> Vec<u64> {
+        let mut v = vec![0; shape.len()];
+        for j in (0..shape.len()).rev() {
+            v[j] = i % shape[j];
+            i /= shape[j];
+        }
+        v
+    }
+
+    fn ravel(idx: &[u64], shape: &[u64]) -> u64 {
+        idx.iter().zip(shape).fold(0, |a, (&i, &d)| a * d + i)
+    }
+
+    /// Byte `k` of element `i` of the test data.
+    fn value(i: u64, k: u64) -> u8 {
+        (i.wrapping_mul(31).wrapping_add(k * 7) % 251) as u8
+    }
+
+    struct Fixture {
+        reader: DataReader,
+        expect: Vec<u8>,
+        cache: Arc<ChunkCache>,
+        _dir: tempfile::TempDir,
+    }
+
+    struct Spec<'a> {
+        dims: &'a [u64],
+        chunk: &'a [u64],
+        es: u32,
+        fill: Option<Vec<u8>>,
+        flags: u8,
+        filters: FilterPipeline,
+        cache: u64,
+    }
+
+    /// Write every present chunk (full size, junk 0xEE outside the dataset) to a temp file,
+    /// index them in a map, and compute the expected image element by element.
+    fn fixture(spec: Spec, present: impl Fn(&[u64]) -> bool) -> Fixture {
+        let (dims, chunk) = (spec.dims, spec.chunk);
+        let es = spec.es as u64;
+        let grid: Vec<u64> = dims
+            .iter()
+            .zip(chunk)
+            .map(|(d, c)| d.div_ceil(*c))
+            .collect();
+        let chunk_elems: u64 = chunk.iter().product();
+        let mut file = vec![0x55u8; 16];
+        let mut map = HashMap::new();
+        for n in 0..grid.iter().product::<u64>() {
+            let cc = unravel(n, &grid);
+            if !present(&cc) {
+                continue;
+            }
+            let addr = file.len() as u64;
+            for p in 0..chunk_elems {
+                let pos = unravel(p, chunk);
+                let global: Vec<u64> = pos
+                    .iter()
+                    .zip(&cc)
+                    .zip(chunk)
+                    .map(|((p, c), k)| c * k + p)
+                    .collect();
+                let inside = global.iter().zip(dims).all(|(g, d)| g < d);
+                for k in 0..es {
+                    file.push(if inside {
+                        value(ravel(&global, dims), k)
+                    } else {
+                        0xee
+                    });
+                }
+            }
+            let size = chunk_elems * es;
+            map.insert(
+                cc,
+                ChunkRecord {
+                    addr,
+                    size,
+                    filter_mask: 0,
+                },
+            );
+        }
+        let npoints: u64 = dims.iter().product();
+        let mut expect = Vec::new();
+        for i in 0..npoints {
+            let idx = unravel(i, dims);
+            let cc: Vec<u64> = idx.iter().zip(chunk).map(|(i, c)| i / c).collect();
+            for k in 0..es {
+                expect.push(match (map.contains_key(&cc), &spec.fill) {
+                    (true, _) => value(i, k),
+                    (false, Some(f)) => f[k as usize],
+                    (false, None) => 0,
+                });
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chunks.bin");
+        std::fs::write(&path, &file).unwrap();
+        let params = LayoutParams {
+            storage: Storage::open(&path).unwrap(),
+            sizes: Sizes::DEFAULT,
+            layout: Layout {
+                version: 3,
+                class: LayoutClass::Chunked(ChunkedLayout {
+                    flags: spec.flags,
+                    chunk_dims: chunk.to_vec(),
+                    element_size: spec.es,
+                    index: ChunkIndexSpec::BtreeV1 { addr: 0 },
+                }),
+                legacy_dims: None,
+            },
+            dims: dims.to_vec(),
+            max_dims: dims.to_vec(),
+            npoints,
+            element_size: spec.es,
+            fill: spec.fill,
+            filters: spec.filters,
+            external: None,
+            cache: Arc::new(ChunkCache::new(spec.cache)),
+            cache_id: 0x800,
+        };
+        let cache = params.cache.clone();
+        let reader = DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap();
+        Fixture {
+            reader,
+            expect,
+            cache,
+            _dir: dir,
+        }
+    }
+
+    fn check_range(f: &Fixture, off: u64, n: usize) {
+        let mut buf = vec![0xccu8; n];
+        let got = f.reader.read_at(off, &mut buf).unwrap();
+        let len = f.expect.len() as u64;
+        let want = if off >= len {
+            &[][..]
+        } else {
+            &f.expect[off as usize..(off as usize + n).min(len as usize)]
+        };
+        assert_eq!(got, want.len(), "count at {off}+{n}");
+        assert_eq!(&buf[..got], want, "bytes at {off}+{n}");
+    }
+
+    /// Shapes of rank 0-4 with chunk dims smaller than, equal to (so dims merge) or larger
+    /// than the dataset's.
+    fn shapes() -> impl Strategy<Value = (Vec<u64>, Vec<u64>)> {
+        prop::collection::vec((0u64..6, 1u64..7, any::<bool>()), 0..5).prop_map(|v| {
+            let dims = v.iter().map(|x| x.0).collect();
+            let chunk = v
+                .iter()
+                .map(|x| if x.2 && x.0 > 0 { x.0 } else { x.1 })
+                .collect();
+            (dims, chunk)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn runs_match_elementwise_reference(
+            (dims, chunk) in shapes(),
+            es in 1u32..4,
+            seed in any::<u64>(),
+            fill in any::<bool>(),
+            ranges in prop::collection::vec((0u64..1400, 0usize..1400), 1..6),
+            cache in prop::sample::select(vec![0u64, 64, 1 << 20]),
+        ) {
+            let fill = fill.then(|| (0..es as u8).map(|b| 0xf0 | b).collect());
+            let spec = Spec { dims: &dims, chunk: &chunk, es, fill, flags: 0, filters: FilterPipeline::default(), cache };
+            let f = fixture(spec, |cc| (cc.iter().fold(seed, |a, &c| a.rotate_left(7) ^ c.wrapping_mul(0x9e37_79b9)) % 4) != 0);
+            check_range(&f, 0, f.expect.len() + 3);
+            let len = f.expect.len() as u64;
+            for (off, n) in ranges {
+                check_range(&f, off % (len + 2), n);
+            }
+        }
+    }
+
+    #[test]
+    fn merging_trailing_dims() {
+        let g = Geometry::new(&[5, 4, 3], &[2, 4, 3]);
+        assert_eq!(
+            (g.dims, g.chunk, g.first),
+            (vec![60], vec![24], vec![Some(0)])
+        );
+        let g = Geometry::new(&[5, 4, 3], &[2, 2, 3]);
+        assert_eq!((g.dims.clone(), g.chunk.clone()), (vec![5, 12], vec![2, 6]));
+        assert_eq!(g.nstrides, vec![2, 1]);
+        let g = Geometry::new(&[], &[]);
+        assert_eq!((g.dims, g.first), (vec![1], vec![None]));
+    }
+
+    #[test]
+    fn decompose_into_few_boxes() {
+        // 4 x 5 x 6: from (1,2,3) to (3,1,2) exclusive.
+        let dims = [4, 5, 6];
+        let strides = [30, 6, 1];
+        let boxes = decompose(&dims, &strides, 30 + 12 + 3, 90 + 6 + 2);
+        let counts: Vec<_> = boxes
+            .iter()
+            .map(|b| b.count.iter().product::<u64>())
+            .collect();
+        assert_eq!(counts.iter().sum::<u64>(), 98 - 45);
+        assert_eq!(boxes.len(), 5);
+        assert_eq!(boxes[0].start, vec![1, 2, 3]);
+        assert_eq!(boxes[0].count, vec![1, 1, 3]);
+    }
+
+    #[test]
+    fn sparse_large_read_and_cache_use() {
+        let dims = [300u64, 70];
+        let spec = Spec {
+            dims: &dims,
+            chunk: &[16, 9],
+            es: 4,
+            fill: Some(vec![1, 2, 3, 4]),
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 1 << 20,
+        };
+        let f = fixture(spec, |cc| cc[0] % 3 != 1);
+        check_range(&f, 0, 84_000);
+        check_range(&f, 1001, 50_000);
+        check_range(&f, 83_990, 100);
+        check_range(&f, 84_000, 1);
+        let mut b = [0u8; 3];
+        assert_eq!(f.reader.read_at(u64::MAX, &mut b).unwrap(), 0);
+    }
+
+    #[test]
+    fn each_chunk_decoded_once_per_read() {
+        // Elements (1,7) to (6,3) of 10 x 12 in 4 x 5 chunks: three regions (end of row 1,
+        // rows 2-5, start of row 6) over six distinct chunks. With no cache room, each chunk
+        // must still be loaded only once.
+        let spec = Spec {
+            dims: &[10, 12],
+            chunk: &[4, 5],
+            es: 1,
+            fill: None,
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 0,
+        };
+        let f = fixture(spec, |_| true);
+        check_range(&f, 19, 75 - 19);
+        assert_eq!(f.cache.stats().misses, 6);
+    }
+
+    #[test]
+    fn zero_sized_dimension_reads_nothing() {
+        let spec = Spec {
+            dims: &[4, 0, 3],
+            chunk: &[2, 2, 2],
+            es: 2,
+            fill: None,
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 100,
+        };
+        let f = fixture(spec, |_| true);
+        assert!(f.reader.is_empty());
+        assert_eq!(f.reader.read_at(0, &mut [0u8; 8]).unwrap(), 0);
+    }
+
+    #[test]
+    fn partial_edge_chunks_stored_raw_when_flagged() {
+        // A filter this test never implements: full chunks would have to be decoded, but
+        // partial edge chunks (flag bit 0) are read raw.
+        let filters = FilterPipeline {
+            filters: vec![FilterSpec {
+                id: 1,
+                flags: 0,
+                name: None,
+                client_data: vec![6],
+            }],
+        };
+        let spec = Spec {
+            dims: &[5, 3],
+            chunk: &[2, 3],
+            es: 1,
+            fill: None,
+            flags: DONT_FILTER_PARTIAL_EDGE_CHUNKS,
+            filters,
+            cache: 100,
+        };
+        let f = fixture(spec, |_| true);
+        // Row 4 lies in chunk (2, 0), which crosses the edge of dim 0.
+        check_range(&f, 12, 3);
+    }
+
+    #[test]
+    fn bad_chunk_shapes_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, [0u8; 4]).unwrap();
+        let mk = |chunk: Vec<u64>| LayoutParams {
+            storage: Storage::open(&path).unwrap(),
+            sizes: Sizes::DEFAULT,
+            layout: Layout {
+                version: 3,
+                class: LayoutClass::Chunked(ChunkedLayout {
+                    flags: 0,
+                    chunk_dims: chunk,
+                    element_size: 8,
+                    index: ChunkIndexSpec::BtreeV1 { addr: 0 },
+                }),
+                legacy_dims: None,
+            },
+            dims: vec![10, 10],
+            max_dims: vec![10, 10],
+            npoints: 100,
+            element_size: 8,
+            fill: None,
+            filters: FilterPipeline::default(),
+            external: None,
+            cache: Arc::new(ChunkCache::new(0)),
+            cache_id: 0x42,
+        };
+        assert!(matches!(
+            DataReader::new(mk(vec![2])),
+            Err(Error::Corrupt { addr: 0x42, .. })
+        ));
+        assert!(matches!(
+            DataReader::new(mk(vec![2, 0])),
+            Err(Error::Corrupt { .. })
+        ));
+        assert!(matches!(
+            DataReader::new(mk(vec![1 << 20, 1 << 20])),
+            Err(Error::Limit { .. })
+        ));
+    }
+}

@@ -78,7 +78,12 @@ pub(super) fn read_attributes(file: &File, h: &ObjectHeader) -> Result<Vec<Attri
         .collect()
 }
 
-fn read_dense(file: &File, heap_addr: u64, btree_addr: u64, out: &mut Vec<AttributeMessage>) -> Result<()> {
+fn read_dense(
+    file: &File,
+    heap_addr: u64,
+    btree_addr: u64,
+    out: &mut Vec<AttributeMessage>,
+) -> Result<()> {
     let storage = file.storage();
     let sizes = file.sizes();
     let heap = FractalHeap::open(storage, heap_addr, sizes)?;
@@ -92,23 +97,34 @@ fn read_dense(file: &File, heap_addr: u64, btree_addr: u64, out: &mut Vec<Attrib
     }
     btree_v2::for_each_record(storage, &bt, sizes, &mut |rec| {
         // Record type 8: heap ID (8 bytes), flags, creation order, name hash.
-        let id = rec
-            .get(..8)
-            .ok_or_else(|| Error::corrupt("attribute name record", btree_addr, "record too short"))?;
+        let id = rec.get(..8).ok_or_else(|| {
+            Error::corrupt("attribute name record", btree_addr, "record too short")
+        })?;
         let flags = rec.get(8).copied().unwrap_or(0);
         let body = heap.get(storage, sizes, id)?;
         let msg = if flags & crate::format::object_header::flags::SHARED != 0 {
-            let shared = crate::format::messages::shared::SharedMessage::parse(&body, heap_addr, sizes)?;
+            let shared =
+                crate::format::messages::shared::SharedMessage::parse(&body, heap_addr, sizes)?;
             match file.resolve_shared(types::ATTRIBUTE, &shared)? {
                 Message::Attribute(a) => a,
-                _ => return Err(Error::corrupt("shared attribute", heap_addr, "not an attribute")),
+                _ => {
+                    return Err(Error::corrupt(
+                        "shared attribute",
+                        heap_addr,
+                        "not an attribute",
+                    ))
+                }
             }
         } else {
             AttributeMessage::parse(&body, heap_addr, sizes)?
         };
         out.push(msg);
         if out.len() > MAX_ATTRIBUTES {
-            return Err(Error::limit("dense attributes", btree_addr, "too many attributes"));
+            return Err(Error::limit(
+                "dense attributes",
+                btree_addr,
+                "too many attributes",
+            ));
         }
         Ok(true)
     })
@@ -141,6 +157,23 @@ fn to_attribute(
 ) -> Result<Attribute> {
     let dtype = resolve_type(file, m.datatype)?;
     let space = resolve_space(file, m.dataspace)?;
+    // With a shared type or space the parser could not know the value's length: cut it now.
+    let mut data = m.data;
+    let want = AttributeMessage::value_len(&dtype, &space).ok_or_else(|| {
+        Error::corrupt("attribute", 0, format!("{}: value size overflows", m.name))
+    })?;
+    if (data.len() as u64) < want {
+        return Err(Error::corrupt(
+            "attribute",
+            0,
+            format!(
+                "{}: value has {} bytes, type and shape need {want}",
+                m.name,
+                data.len()
+            ),
+        ));
+    }
+    data.truncate(want as usize);
     let shape = match space.kind {
         DataspaceKind::Null => None,
         _ => Some(space.dims.clone()),
@@ -149,14 +182,14 @@ fn to_attribute(
         TypeClass::VarLen {
             kind: VarLenKind::String { .. },
             ..
-        } => Some(read_vlen_strings(file, &m.data, dtype.size, heaps)?),
+        } => Some(read_vlen_strings(file, &data, dtype.size, heaps)?),
         _ => None,
     };
     Ok(Attribute {
         name: m.name,
         dtype,
         shape,
-        raw: m.data,
+        raw: data,
         strings,
     })
 }
@@ -189,9 +222,13 @@ pub(super) fn read_vlen_strings(
             let col = GlobalHeapCollection::read(file.storage(), id.collection, sizes)?;
             heaps.insert(id.collection, col);
         }
-        let obj = heaps[&id.collection]
-            .get(id.index)
-            .ok_or_else(|| Error::corrupt("global heap", id.collection, format!("no object {}", id.index)))?;
+        let obj = heaps[&id.collection].get(id.index).ok_or_else(|| {
+            Error::corrupt(
+                "global heap",
+                id.collection,
+                format!("no object {}", id.index),
+            )
+        })?;
         let bytes = obj.get(..len).unwrap_or(obj);
         out.push(Some(String::from_utf8_lossy(bytes).into_owned()));
     }

@@ -38,6 +38,8 @@ pub struct DatasetInfo {
 #[derive(Debug)]
 enum ReaderState {
     Ready(DataReader),
+    /// Virtual layout: gathered from source datasets (see `virtual_ds`).
+    Virtual(super::virtual_ds::VirtualReader),
     Failed { class: ErrorClass, message: String },
 }
 
@@ -63,7 +65,7 @@ impl Dataset {
     /// Why reads of this dataset cannot be served, if they cannot.
     pub fn unreadable_reason(&self) -> Option<&str> {
         match &self.reader {
-            ReaderState::Ready(_) => None,
+            ReaderState::Ready(_) | ReaderState::Virtual(_) => None,
             ReaderState::Failed { message, .. } => Some(message),
         }
     }
@@ -73,6 +75,7 @@ impl Dataset {
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match &self.reader {
             ReaderState::Ready(r) => r.read_at(offset, buf),
+            ReaderState::Virtual(v) => v.read_at(offset, buf),
             ReaderState::Failed { class, message } => Err(match class {
                 ErrorClass::Unsupported => Error::unsupported("dataset", message),
                 _ => Error::corrupt("dataset", self.id.0, message),
@@ -120,7 +123,14 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             | types::EXTERNAL_FILES => {}
             _ => continue,
         }
-        match file.decode(raw)? {
+        let decoded = match file.decode(raw) {
+            Ok(m) => m,
+            // libhdf5 ignores the old fill value message when the new one is present; an
+            // undecodable old one must not make the dataset unreadable.
+            Err(_) if raw.mtype == types::FILL_VALUE_OLD => continue,
+            Err(e) => return Err(e),
+        };
+        match decoded {
             Message::Dataspace(s) => space = Some(s),
             Message::Datatype(t) => dtype = Some(t),
             Message::Layout(l) => layout = Some(l),
@@ -131,7 +141,8 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             _ => {}
         }
     }
-    let missing = |what: &str| Error::corrupt("dataset object header", id.0, format!("no {what} message"));
+    let missing =
+        |what: &str| Error::corrupt("dataset object header", id.0, format!("no {what} message"));
     let space = space.ok_or_else(|| missing("dataspace"))?;
     let dtype = dtype.ok_or_else(|| missing("datatype"))?;
     let layout = layout.ok_or_else(|| missing("layout"))?;
@@ -152,8 +163,8 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
     }
     let null = space.kind == DataspaceKind::Null;
     let npoints = space.npoints();
-    let len = npoints.and_then(|n| n.checked_mul(dtype.size as u64));
-    let info = DatasetInfo {
+    let mut len = npoints.and_then(|n| n.checked_mul(dtype.size as u64));
+    let mut info = DatasetInfo {
         dtype: dtype.clone(),
         shape: space.dims.clone(),
         max_shape: space.max_dims.clone(),
@@ -165,6 +176,7 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
         fill_value,
     };
 
+    let vds_fill = fill_for_reads.clone();
     let reader = (|| -> Result<DataReader> {
         if !dtype.is_fixed_size() {
             return Err(Error::unsupported(
@@ -172,7 +184,8 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
                 format!("{} has no fixed-size byte image", dtype.numpy_str()),
             ));
         }
-        let npoints = npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
+        let npoints =
+            npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
         let external = match &efl {
             Some(e) => Some(external_segments(file, e)?),
             None => None,
@@ -192,13 +205,38 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             cache_id: id.0,
         })
     })();
-    let reader = match reader {
+    let mut reader = match reader {
         Ok(r) => ReaderState::Ready(r),
         Err(e) => ReaderState::Failed {
             class: e.errno_class(),
             message: e.to_string(),
         },
     };
+    // Virtual layout: served by `virtual_ds`; unlimited mappings take their extent from the
+    // sources, so the shape and length may differ from the stored dataspace.
+    if let LayoutClass::Virtual { heap_addr, index } = layout.class {
+        let max_dims = space.max_dims.as_deref().unwrap_or(&space.dims);
+        let v = super::virtual_ds::VirtualReader::open(
+            file,
+            id.0,
+            (heap_addr, index),
+            &space.dims,
+            max_dims,
+            &dtype,
+            vds_fill,
+        );
+        reader = match v {
+            Ok(v) => {
+                info.shape = v.dims().to_vec();
+                len = Some(v.len());
+                ReaderState::Virtual(v)
+            }
+            Err(e) => ReaderState::Failed {
+                class: e.errno_class(),
+                message: e.to_string(),
+            },
+        };
+    }
     Ok(Dataset {
         id,
         info,

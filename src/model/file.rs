@@ -15,6 +15,7 @@ use lru::LruCache;
 use super::{Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind};
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::format::messages::datatype::Datatype;
 use crate::format::messages::shared::SharedMessage;
 use crate::format::messages::{self, types, Message};
 use crate::format::object_header::{flags, ObjectHeader, RawMessage};
@@ -182,8 +183,11 @@ impl File {
                         format!("no shared-message index holds type {mtype:#x}"),
                     )
                 })?;
-                let heap =
-                    crate::format::fractal_heap::FractalHeap::open(&self.storage, heap_addr, sizes)?;
+                let heap = crate::format::fractal_heap::FractalHeap::open(
+                    &self.storage,
+                    heap_addr,
+                    sizes,
+                )?;
                 let body = heap.get(&self.storage, sizes, id)?;
                 messages::parse(mtype, &body, heap_addr, sizes)
             }
@@ -241,7 +245,11 @@ impl File {
 
     fn resolve_from(&self, start: ObjectId, path: &str, hops: &mut usize) -> Result<ObjectId> {
         let mut stack: Vec<ObjectId> = Vec::new();
-        let mut cur = if path.starts_with('/') { self.root } else { start };
+        let mut cur = if path.starts_with('/') {
+            self.root
+        } else {
+            start
+        };
         for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
             if comp == ".." {
                 cur = stack.pop().unwrap_or(self.root);
@@ -255,7 +263,11 @@ impl File {
                 LinkTarget::Soft(target) => {
                     *hops += 1;
                     if *hops > MAX_SOFT_LINK_HOPS {
-                        return Err(Error::limit("soft link", 0, format!("too many hops at {path}")));
+                        return Err(Error::limit(
+                            "soft link",
+                            0,
+                            format!("too many hops at {path}"),
+                        ));
                     }
                     self.resolve_from(cur, &target, hops)?
                 }
@@ -281,6 +293,18 @@ impl File {
         let d = Arc::new(super::dataset::open_dataset(self, id, &h)?);
         self.datasets.lock().unwrap().put(id.0, d.clone());
         Ok(d)
+    }
+
+    /// The type of a committed (named) datatype object.
+    pub fn named_datatype(&self, id: ObjectId) -> Result<Datatype> {
+        let h = self.header(id)?;
+        let raw = h
+            .first(types::DATATYPE)
+            .ok_or_else(|| Error::corrupt("committed datatype", id.0, "no datatype message"))?;
+        match self.decode(raw)? {
+            Message::Datatype(t) => Ok(t),
+            _ => Err(Error::corrupt("committed datatype", id.0, "not a datatype")),
+        }
     }
 
     /// Attributes of any object, in name order.
@@ -334,7 +358,11 @@ pub fn kind_of(h: &ObjectHeader) -> ObjectKind {
     let has = |t| h.first(t).is_some();
     if has(types::LAYOUT) {
         ObjectKind::Dataset
-    } else if has(types::SYMBOL_TABLE) || has(types::LINK_INFO) || has(types::LINK) || has(types::GROUP_INFO) {
+    } else if has(types::SYMBOL_TABLE)
+        || has(types::LINK_INFO)
+        || has(types::LINK)
+        || has(types::GROUP_INFO)
+    {
         ObjectKind::Group
     } else if has(types::DATATYPE) && !has(types::DATASPACE) {
         ObjectKind::NamedDatatype

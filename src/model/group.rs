@@ -29,7 +29,10 @@ pub enum LinkTarget {
     /// Soft link path, as stored.
     Soft(String),
     /// External link: file name and object path.
-    External { file: String, path: String },
+    External {
+        file: String,
+        path: String,
+    },
     /// User-defined link type, not followed.
     UserDefined(u8),
 }

@@ -7,6 +7,7 @@ pub mod file;
 pub mod group;
 mod sohm;
 pub mod value;
+pub mod virtual_ds;
 
 pub use attribute::Attribute;
 pub use dataset::{Dataset, DatasetInfo};

@@ -10,15 +10,6 @@ use crate::error::{Error, Result};
 use crate::format::messages::{types, Message};
 use crate::io::{checksum, Cursor};
 
-/// Message-type flag bits of an index and the message types they stand for.
-const TYPE_FLAGS: [(u16, u16); 5] = [
-    (0x01, types::DATASPACE),
-    (0x02, types::DATATYPE),
-    (0x04, types::FILL_VALUE),
-    (0x08, types::FILTER_PIPELINE),
-    (0x10, types::ATTRIBUTE),
-];
-
 /// Map message type → fractal heap address, empty when the file shares no messages.
 pub(super) fn read_sohm_indexes(file: &File) -> Result<HashMap<u16, u64>> {
     let mut map = HashMap::new();
@@ -56,8 +47,10 @@ pub(super) fn read_sohm_indexes(file: &File) -> Result<HashMap<u16, u64>> {
         let _count = c.u16()?;
         let _index_addr = c.offset(sizes)?;
         let heap_addr = c.offset(sizes)?;
-        for (bit, mtype) in TYPE_FLAGS {
-            if flags & bit != 0 {
+        // "Message type flags": bit N set when the index holds messages of type N (libhdf5
+        // writes `1 << type`; its fill-value flag covers both fill value messages).
+        for mtype in 0..16u16 {
+            if flags & (1 << mtype) != 0 {
                 map.insert(mtype, heap_addr);
             }
         }

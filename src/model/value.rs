@@ -2,7 +2,7 @@
 //! (`1.5`, `1e-05`, `True`, `b'abc'` → `abc` for strings), arrays in brackets with nested rows
 //! on new lines. Used for xattrs and `inspect`.
 
-use crate::format::messages::datatype::{ByteOrder, Datatype, StringPad, TypeClass};
+use crate::format::messages::datatype::{ByteOrder, Datatype, ReferenceKind, StringPad, TypeClass};
 
 /// Python's `repr` of a float given Rust's shortest round-trip scientific form (`{:e}`).
 fn py_float(sci: &str) -> String {
@@ -50,7 +50,11 @@ fn py_float(sci: &str) -> String {
             s.push('.');
             s.push_str(&digits[1..]);
         }
-        s.push_str(&format!("e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
+        s.push_str(&format!(
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        ));
     }
     s
 }
@@ -108,17 +112,21 @@ pub fn render_element(t: &Datatype, bytes: &[u8]) -> String {
         }
         TypeClass::Complex { base } => {
             let half = bytes.len() / 2;
-            let re = render_element(base, &bytes[..half]);
-            let im = render_element(base, &bytes[half..]);
-            let im = im.strip_suffix(".0").unwrap_or(&im).to_string();
-            let re = re.strip_suffix(".0").unwrap_or(&re).to_string();
-            if im.starts_with('-') {
-                format!("({re}{im}j)")
-            } else {
-                format!("({re}+{im}j)")
-            }
+            complex(
+                &render_element(base, &bytes[..half]),
+                &render_element(base, &bytes[half..]),
+            )
         }
         TypeClass::String { pad, .. } => fixed_string(bytes, *pad),
+        TypeClass::Opaque { .. } => {
+            // numpy shows void scalars as bytes with every byte escaped.
+            let esc: String = bytes.iter().map(|b| format!("\\x{b:02X}")).collect();
+            format!("b'{esc}'")
+        }
+        TypeClass::Reference { kind } => match kind {
+            ReferenceKind::Region => "<HDF5 region reference>".into(),
+            _ => "<HDF5 object reference>".into(),
+        },
         TypeClass::Enum { base, members } => {
             if is_h5py_bool(t) {
                 let v = bytes.iter().any(|&b| b != 0);
@@ -133,12 +141,18 @@ pub fn render_element(t: &Datatype, bytes: &[u8]) -> String {
                 .map(|m| {
                     let start = m.offset as usize;
                     let end = start + m.dtype.size as usize;
-                    match bytes.get(start..end) {
-                        Some(b) => render_element(&m.dtype, b),
-                        None => "?".into(),
+                    match (bytes.get(start..end), &m.dtype.class) {
+                        (Some(b), TypeClass::String { pad, .. }) => py_bytes(b, *pad),
+                        (Some(b), _) => render_element(&m.dtype, b),
+                        (None, _) => "?".into(),
                     }
                 })
                 .collect();
+            // h5py reads a compound of two equal floats named r and i as numpy complex.
+            let np = t.numpy_str();
+            if parts.len() == 2 && (np.starts_with("<c") || np.starts_with(">c")) {
+                return complex(&parts[0], &parts[1]);
+            }
             format!("({})", parts.join(", "))
         }
         TypeClass::Array { dims, base } => {
@@ -176,6 +190,41 @@ fn fixed_string(bytes: &[u8], pad: StringPad) -> String {
     String::from_utf8_lossy(s).into_owned()
 }
 
+/// Python's repr of a complex number from the reprs of its parts: `(1+2j)`, `(-3.5-0.25j)`.
+fn complex(re: &str, im: &str) -> String {
+    let re = re.strip_suffix(".0").unwrap_or(re);
+    let im = im.strip_suffix(".0").unwrap_or(im);
+    if im.starts_with('-') {
+        format!("({re}{im}j)")
+    } else {
+        format!("({re}+{im}j)")
+    }
+}
+
+/// Python's repr of a fixed-length bytes value as numpy holds it (trailing NULs dropped),
+/// e.g. `b'caf\xc3\xa9'`.
+fn py_bytes(bytes: &[u8], pad: StringPad) -> String {
+    let end = match pad {
+        StringPad::SpacePad => bytes.iter().rposition(|&b| b != b' ' && b != 0),
+        _ => bytes.iter().rposition(|&b| b != 0),
+    }
+    .map_or(0, |p| p + 1);
+    let mut s = String::from("b'");
+    for &b in &bytes[..end] {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'\'' => s.push_str("\\'"),
+            b'\t' => s.push_str("\\t"),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('\'');
+    s
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -188,7 +237,7 @@ fn nest(shape: &[u64], items: &[String], depth: usize) -> String {
     if shape.len() == 1 {
         return format!("[{}]", items.join(" "));
     }
-    let stride = if n == 0 { 0 } else { items.len() / n };
+    let stride = items.len().checked_div(n).unwrap_or(0);
     let sep = format!("\n{}", " ".repeat(depth + 1));
     let rows: Vec<String> = (0..n)
         .map(|i| nest(&shape[1..], &items[i * stride..(i + 1) * stride], depth + 1))
@@ -202,12 +251,15 @@ pub fn render_array(t: &Datatype, shape: &[u64], raw: &[u8]) -> String {
     if size == 0 {
         return String::new();
     }
-    let items: Vec<String> = raw.chunks_exact(size).map(|e| render_element(t, e)).collect();
-    let quoted = matches!(t.class, TypeClass::String { .. }) && !shape.is_empty();
-    let items = if quoted {
-        items.into_iter().map(|s| format!("b'{s}'")).collect()
-    } else {
-        items
+    let items: Vec<String> = match &t.class {
+        // In arrays numpy shows fixed strings as bytes reprs; a scalar is shown as its text.
+        TypeClass::String { pad, .. } if !shape.is_empty() => {
+            raw.chunks_exact(size).map(|e| py_bytes(e, *pad)).collect()
+        }
+        _ => raw
+            .chunks_exact(size)
+            .map(|e| render_element(t, e))
+            .collect(),
     };
     nest(shape, &items, 0)
 }

@@ -1,0 +1,366 @@
+//! Test harness for real mounts: an RAII [`Mount`] that runs the real `h5mount` binary and
+//! always unmounts and reaps it, even when the test panics.
+
+#![allow(dead_code)]
+
+use std::ffi::CString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_h5mount");
+
+/// How long a mount or an unmount may take in a test.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A valid HDF5 file with an empty root group (h5py, `libver='latest'`: superblock v3), for
+/// tests of the daemon that need no content.
+pub const EMPTY_H5_HEX: &str =
+    "894844460d0a1a0a030808000000000000000000ffffffffffffffffb300000000000000300000000000000095\
+    55568b4f484452020078021200000000ffffffffffffffffffffffffffffffff0a020001000000580000000000\
+    000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000\
+    00000000000000000000000000000000000000000000000000000000000000000000000000000000c5b9c8ac";
+
+/// Write the empty HDF5 file into `dir` and return its path.
+pub fn empty_h5(dir: &Path) -> PathBuf {
+    let hex = EMPTY_H5_HEX.as_bytes();
+    let bytes: Vec<u8> = hex
+        .chunks(2)
+        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
+        .collect();
+    assert_eq!(bytes.len(), 179);
+    let p = dir.join("empty.h5");
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// True if `dir` is a mount point (per /proc/self/mountinfo).
+pub fn is_mounted(dir: &Path) -> bool {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let want = dir.to_string_lossy().replace(' ', "\\040");
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// The filesystem type of the mount at `dir` (from /proc/self/mounts).
+pub fn mount_line(dir: &Path) -> Option<String> {
+    let dir = dir.canonicalize().ok()?;
+    let want = dir.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mounts")
+        .ok()?
+        .lines()
+        .find(|l| l.split(' ').nth(1) == Some(want.as_str()))
+        .map(String::from)
+}
+
+/// Run the binary to completion.
+pub fn run(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run h5mount")
+}
+
+/// Wait until `cond` holds or [`TIMEOUT`] passes.
+pub fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < TIMEOUT {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// Pid of the background daemon serving `mountpoint` (found by its command line).
+pub fn daemon_pid(mountpoint: &Path) -> Option<i32> {
+    let mp = mountpoint.as_os_str().as_encoded_bytes().to_vec();
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+        if args.contains(&b"--daemon-child".as_slice()) && args.contains(&mp.as_slice()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// True if `pid` has exited (gone, or a zombie nobody reaps).
+pub fn pid_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            .unwrap_or(true),
+    }
+}
+
+/// A mounted HDF5 file, unmounted and reaped on drop.
+pub struct Mount {
+    _dir: tempfile::TempDir,
+    mountpoint: PathBuf,
+    /// The foreground process, when mounted with `-f`.
+    child: Option<Child>,
+}
+
+impl Mount {
+    /// Mount `file` in background mode (the default); the command must return 0 with the
+    /// mount already answering.
+    pub fn background(file: &Path, extra: &[&str]) -> Mount {
+        let dir = tempfile::tempdir().unwrap();
+        let mountpoint = dir.path().join("mnt");
+        std::fs::create_dir(&mountpoint).unwrap();
+        let mut args: Vec<&std::ffi::OsStr> = vec![file.as_os_str(), mountpoint.as_os_str()];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        let out = run(&args);
+        let m = Mount {
+            _dir: dir,
+            mountpoint,
+            child: None,
+        };
+        assert!(
+            out.status.success(),
+            "h5mount {}: {:?} {}",
+            file.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Background mode promises the mount answers when the command returns: no waiting.
+        let meta = std::fs::metadata(&m.mountpoint).unwrap();
+        assert_eq!(
+            meta.ino(),
+            1,
+            "mountpoint is not the FUSE root right after return"
+        );
+        assert!(is_mounted(&m.mountpoint));
+        m
+    }
+
+    /// Mount with an arbitrary command built for the mountpoint (e.g. `mount -t ...`); the
+    /// command must succeed with the mount answering. Cleaned up like a background mount.
+    pub fn by_command(build: impl FnOnce(&Path) -> Command) -> Mount {
+        let dir = tempfile::tempdir().unwrap();
+        let mountpoint = dir.path().join("mnt");
+        std::fs::create_dir(&mountpoint).unwrap();
+        let out = build(&mountpoint).stdin(Stdio::null()).output().unwrap();
+        let m = Mount {
+            _dir: dir,
+            mountpoint,
+            child: None,
+        };
+        assert!(
+            out.status.success(),
+            "{:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(std::fs::metadata(&m.mountpoint).unwrap().ino(), 1);
+        m
+    }
+
+    /// Mount `file` with `-f`; returns once the mount answers.
+    pub fn foreground(file: &Path, extra: &[&str]) -> Mount {
+        let dir = tempfile::tempdir().unwrap();
+        let mountpoint = dir.path().join("mnt");
+        std::fs::create_dir(&mountpoint).unwrap();
+        let before = std::fs::metadata(&mountpoint).unwrap().dev();
+        let child = Command::new(BIN)
+            .arg("-f")
+            .arg(file)
+            .arg(&mountpoint)
+            .args(extra)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut m = Mount {
+            _dir: dir,
+            mountpoint,
+            child: Some(child),
+        };
+        let mp = m.mountpoint.clone();
+        let ok =
+            wait_for(|| std::fs::metadata(&mp).is_ok_and(|md| md.dev() != before && md.ino() == 1));
+        if !ok {
+            let status = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            panic!(
+                "foreground mount of {} not ready: {status:?}",
+                file.display()
+            );
+        }
+        m
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The path of HDF5 object `obj` (`/a/b`) inside the mount.
+    pub fn at(&self, obj: &str) -> PathBuf {
+        let rel = obj.trim_start_matches('/');
+        if rel.is_empty() {
+            self.mountpoint.clone()
+        } else {
+            self.mountpoint.join(rel)
+        }
+    }
+
+    /// Pid of the process serving this mount.
+    pub fn pid(&self) -> Option<i32> {
+        match &self.child {
+            Some(c) => i32::try_from(c.id()).ok(),
+            None => daemon_pid(&self.mountpoint),
+        }
+    }
+
+    /// Send `sig` to the serving process.
+    pub fn signal(&self, sig: Signal) {
+        let pid = self.pid().expect("daemon pid");
+        kill(Pid::from_raw(pid), sig).unwrap();
+    }
+
+    /// Wait for the foreground process to exit; its status code.
+    pub fn wait_exit(&mut self) -> Option<i32> {
+        let child = self.child.as_mut()?;
+        let start = Instant::now();
+        while start.elapsed() < TIMEOUT {
+            if let Ok(Some(st)) = child.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    fn fusermount(&self, lazy: bool) -> bool {
+        let flag = if lazy { "-uz" } else { "-u" };
+        Command::new("fusermount3")
+            .arg(flag)
+            .arg(&self.mountpoint)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let pid = self.pid();
+        if is_mounted(&self.mountpoint) && !self.fusermount(false) {
+            std::thread::sleep(Duration::from_millis(200));
+            if is_mounted(&self.mountpoint) && !self.fusermount(false) {
+                self.fusermount(true);
+            }
+        }
+        if self.child.is_some() {
+            if self.wait_exit().is_none() {
+                if let Some(c) = self.child.as_mut() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+            return;
+        }
+        if let Some(pid) = pid {
+            if !wait_for(|| pid_gone(pid)) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// `getxattr` of `name` on `path`: `Ok(value)` or `Err(errno)`.
+pub fn getxattr(path: &Path, name: &str) -> Result<Vec<u8>, i32> {
+    let p = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let n = CString::new(name).unwrap();
+    // SAFETY: both strings are NUL-terminated and live across the calls; the buffer pointer
+    // and length describe a live, writable allocation (or are null/0 for the size query).
+    unsafe {
+        let size = libc::getxattr(p.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0);
+        if size < 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+        let mut buf = vec![0u8; size as usize];
+        let got = libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len());
+        if got < 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+        buf.truncate(got as usize);
+        Ok(buf)
+    }
+}
+
+/// `listxattr` of `path`: the names.
+pub fn listxattr(path: &Path) -> Result<Vec<String>, i32> {
+    let p = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: as in `getxattr`.
+    unsafe {
+        let size = libc::listxattr(p.as_ptr(), std::ptr::null_mut(), 0);
+        if size < 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+        let mut buf = vec![0u8; size as usize];
+        let got = libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len());
+        if got < 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+        buf.truncate(got as usize);
+        Ok(buf
+            .split(|&b| b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect())
+    }
+}
+
+/// `setxattr`: the errno it fails with, or 0.
+pub fn setxattr(path: &Path, name: &str, value: &[u8]) -> i32 {
+    let p = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let n = CString::new(name).unwrap();
+    // SAFETY: NUL-terminated strings and a live buffer of the given length.
+    let r = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if r < 0 {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// A small deterministic random generator (xorshift64*), so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform-ish in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

@@ -1,0 +1,172 @@
+//! The command line (clap derive), turned into a plain [`Config`] or an inspect request.
+//!
+//! `h5mount [OPTIONS] FILE MOUNTPOINT` mounts; `h5mount inspect FILE [PATH]` lists. The form
+//! `h5mount FILE DIR -o opt,...` is what `mount.fuse3` runs for `mount -t fuse.h5mount` and
+//! `/etc/fstab` lines, so `-o` takes the same options as the fstab options field.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Parser, Subcommand};
+
+use crate::config::{self, Config};
+
+/// What the user asked for.
+pub enum Command {
+    Mount(Config),
+    Inspect { file: PathBuf, path: Option<String> },
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "h5mount",
+    version,
+    about = "Mount an HDF5 file read-only: groups become directories, datasets files of raw \
+             elements (the bytes of numpy's ds[()].tobytes())",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Sub>,
+
+    /// HDF5 file to mount.
+    #[arg(required = true)]
+    file: Option<PathBuf>,
+
+    /// Existing directory to mount it on.
+    #[arg(required = true)]
+    mountpoint: Option<PathBuf>,
+
+    /// Mount options, comma separated (repeatable): ro, allow_other, allow_root,
+    /// default_permissions (on by default; nodefault_permissions turns it off),
+    /// auto_unmount, uid=N, gid=N, fsname=NAME, subtype=NAME, cache_size=SIZE, threads=N;
+    /// fstab options (noauto, nofail, _netdev, user, x-*, ...) are ignored; rw is refused.
+    #[arg(
+        short = 'o',
+        value_name = "OPT[,OPT...]",
+        help_heading = "Mount options"
+    )]
+    options: Vec<String>,
+
+    /// Stay in the foreground (default: return once the mount answers, serve in background).
+    #[arg(short, long, help_heading = "Process")]
+    foreground: bool,
+
+    /// Bytes of decoded chunks to cache (K, M, G suffixes) [default: 256M].
+    #[arg(long, value_name = "SIZE", value_parser = config::parse_size, help_heading = "Performance")]
+    cache_size: Option<u64>,
+
+    /// Worker threads serving requests [default: 4].
+    #[arg(long, value_name = "N", value_parser = config::parse_threads, help_heading = "Performance")]
+    threads: Option<usize>,
+
+    /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, action = ArgAction::Count, help_heading = "Logging")]
+    verbose: u8,
+
+    /// Append log lines to this file (default: stderr in the foreground, syslog in the
+    /// background).
+    #[arg(long, value_name = "PATH", help_heading = "Logging")]
+    log_file: Option<PathBuf>,
+
+    /// Internal: run as the detached child of a background mount.
+    #[arg(long, hide = true)]
+    daemon_child: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Sub {
+    /// Print the tree of objects with types, shapes, layouts and attributes.
+    Inspect {
+        /// HDF5 file.
+        file: PathBuf,
+        /// Object to start at [default: /].
+        path: Option<String>,
+    },
+}
+
+/// Parse the process arguments. Usage errors print clap's message and exit 2; invalid `-o`
+/// options print one line and exit 2.
+pub fn parse() -> Command {
+    let cli = Cli::parse();
+    match into_command(cli) {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("h5mount: {msg}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn into_command(cli: Cli) -> Result<Command, String> {
+    if let Some(Sub::Inspect { file, path }) = cli.command {
+        return Ok(Command::Inspect { file, path });
+    }
+    let (Some(file), Some(mountpoint)) = (cli.file, cli.mountpoint) else {
+        return Err("FILE and MOUNTPOINT are required".into());
+    };
+    let mut c = Config::new(file, mountpoint);
+    for o in &cli.options {
+        c.apply_options(o)?;
+    }
+    if let Some(n) = cli.cache_size {
+        c.cache_size = n;
+    }
+    if let Some(n) = cli.threads {
+        c.threads = n;
+    }
+    c.foreground = cli.foreground || cli.daemon_child;
+    c.daemon_child = cli.daemon_child;
+    c.verbose = cli.verbose;
+    c.log_file = cli.log_file;
+    c.validate()?;
+    Ok(Command::Mount(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Command, String> {
+        let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
+        into_command(cli)
+    }
+
+    #[test]
+    fn mount_fuse3_form() {
+        let Ok(Command::Mount(c)) = parse(&["h5mount", "f.h5", "/mnt", "-o", "ro,allow_other"])
+        else {
+            panic!("not a mount");
+        };
+        assert!(c.allow_other && !c.foreground);
+        assert_eq!(c.file, PathBuf::from("f.h5"));
+        let Ok(Command::Mount(c)) = parse(&[
+            "h5mount",
+            "-f",
+            "-o",
+            "ro",
+            "-o",
+            "threads=2",
+            "--cache-size",
+            "1M",
+            "f.h5",
+            "/m",
+        ]) else {
+            panic!("not a mount");
+        };
+        assert!(c.foreground);
+        assert_eq!((c.threads, c.cache_size), (2, 1 << 20));
+        assert!(parse(&["h5mount", "f.h5", "/m", "-o", "rw"]).is_err());
+        assert!(parse(&["h5mount", "f.h5"]).is_err());
+    }
+
+    #[test]
+    fn inspect_subcommand() {
+        let Ok(Command::Inspect { file, path }) = parse(&["h5mount", "inspect", "f.h5", "/g"])
+        else {
+            panic!("not inspect");
+        };
+        assert_eq!(file, PathBuf::from("f.h5"));
+        assert_eq!(path.as_deref(), Some("/g"));
+    }
+}

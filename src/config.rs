@@ -1,0 +1,216 @@
+//! The mount configuration as plain data, and the `-o opt[,opt...]` mount-option parser.
+//!
+//! The command line (see `cli`) fills a [`Config`]; everything after it (`daemon`, the `fs`
+//! layer) sees only this struct. `-o` options are the ones `mount -t fuse.h5mount` and
+//! `/etc/fstab` pass through `mount.fuse3`, so the generic ones (`noauto`, `nofail`, `user`,
+//! `_netdev`, `x-systemd.*`, ...) are accepted and ignored, and `rw` is refused: h5mount is
+//! read-only.
+
+use std::path::PathBuf;
+
+/// Worker threads serving requests when not told otherwise.
+pub const DEFAULT_THREADS: usize = 4;
+/// Most worker threads accepted (each holds a 1 MiB request buffer).
+pub const MAX_THREADS: usize = 64;
+/// Decoded-chunk cache size when not told otherwise.
+pub const DEFAULT_CACHE: u64 = 256 << 20;
+
+/// Everything a mount needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub file: PathBuf,
+    pub mountpoint: PathBuf,
+    /// Stay in front (else: detach once the mount answers).
+    pub foreground: bool,
+    /// Internal: this process is the detached child of a background mount and reports
+    /// readiness on its stdout.
+    pub daemon_child: bool,
+    pub allow_other: bool,
+    pub allow_root: bool,
+    pub default_permissions: bool,
+    pub auto_unmount: bool,
+    /// Owner shown for every inode (default: the HDF5 file's owner).
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub fsname: Option<String>,
+    pub subtype: Option<String>,
+    pub cache_size: u64,
+    pub threads: usize,
+    /// `-v` count.
+    pub verbose: u8,
+    pub log_file: Option<PathBuf>,
+}
+
+impl Config {
+    /// Defaults for a mount of `file` at `mountpoint`.
+    pub fn new(file: PathBuf, mountpoint: PathBuf) -> Config {
+        Config {
+            file,
+            mountpoint,
+            foreground: false,
+            daemon_child: false,
+            allow_other: false,
+            allow_root: false,
+            default_permissions: true,
+            auto_unmount: false,
+            uid: None,
+            gid: None,
+            fsname: None,
+            subtype: None,
+            cache_size: DEFAULT_CACHE,
+            threads: DEFAULT_THREADS,
+            verbose: 0,
+            log_file: None,
+        }
+    }
+
+    /// Apply one `-o` argument: comma-separated options.
+    pub fn apply_options(&mut self, list: &str) -> Result<(), String> {
+        for opt in list.split(',').filter(|o| !o.is_empty()) {
+            self.apply_option(opt)?;
+        }
+        Ok(())
+    }
+
+    fn apply_option(&mut self, opt: &str) -> Result<(), String> {
+        let (key, value) = match opt.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (opt, None),
+        };
+        let need = || value.ok_or_else(|| format!("option {key} needs a value"));
+        match key {
+            "ro" => {}
+            "rw" => {
+                return Err(
+                    "option rw: h5mount is read-only (mount(8) passes rw unless ro \
+                            is given: add ro to the options)"
+                        .into(),
+                )
+            }
+            "allow_other" => self.allow_other = true,
+            "allow_root" => self.allow_root = true,
+            "default_permissions" => self.default_permissions = true,
+            "nodefault_permissions" | "no_default_permissions" => self.default_permissions = false,
+            "auto_unmount" => self.auto_unmount = true,
+            "uid" => self.uid = Some(parse_id(key, need()?)?),
+            "gid" => self.gid = Some(parse_id(key, need()?)?),
+            "fsname" => self.fsname = Some(need()?.to_string()),
+            "subtype" => self.subtype = Some(need()?.to_string()),
+            "cache_size" => self.cache_size = parse_size(need()?)?,
+            "threads" => self.threads = parse_threads(need()?)?,
+            // Generic mount(8)/fstab options that mean nothing to a FUSE filesystem, or are
+            // implied (h5mount always mounts nodev,nosuid).
+            "noauto" | "auto" | "nofail" | "_netdev" | "user" | "users" | "nouser" | "dev"
+            | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "defaults" | "atime"
+            | "noatime" | "relatime" | "strictatime" | "async" => {}
+            k if k.starts_with("x-") || k == "comment" => {}
+            _ => return Err(format!("unknown mount option {opt:?}")),
+        }
+        Ok(())
+    }
+
+    /// Reject combinations that cannot be mounted.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.allow_other && self.allow_root {
+            return Err("allow_other and allow_root are mutually exclusive".into());
+        }
+        if self.auto_unmount && !(self.allow_other || self.allow_root) {
+            return Err("auto_unmount needs allow_other or allow_root".into());
+        }
+        Ok(())
+    }
+}
+
+fn parse_id(key: &str, v: &str) -> Result<u32, String> {
+    v.parse()
+        .map_err(|_| format!("option {key}={v}: not a numeric id"))
+}
+
+/// Worker thread count: 1 to [`MAX_THREADS`].
+pub fn parse_threads(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!("threads={v}: expected 1 to {MAX_THREADS}")),
+    }
+}
+
+/// A byte count with an optional binary suffix: `1048576`, `512K`, `64M`, `1G`, `2GiB`.
+pub fn parse_size(v: &str) -> Result<u64, String> {
+    let err = || format!("size {v:?}: expected a number with an optional K, M, G or T suffix");
+    let t = v.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(err()),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| err())?;
+    n.checked_mul(1u64 << shift).ok_or_else(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config::new("f.h5".into(), "/mnt".into())
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("123"), Ok(123));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("1X").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn fstab_style_options() {
+        let mut c = cfg();
+        c.apply_options("ro,allow_other,uid=1000,gid=100,fsname=data,cache_size=1G")
+            .unwrap();
+        c.apply_options("noauto,nofail,_netdev,x-systemd.automount,comment=x,users,nodev")
+            .unwrap();
+        c.apply_options("threads=8,subtype=h5,nodefault_permissions")
+            .unwrap();
+        assert!(c.allow_other);
+        assert_eq!((c.uid, c.gid), (Some(1000), Some(100)));
+        assert_eq!(c.fsname.as_deref(), Some("data"));
+        assert_eq!(c.subtype.as_deref(), Some("h5"));
+        assert_eq!(c.cache_size, 1 << 30);
+        assert_eq!(c.threads, 8);
+        assert!(!c.default_permissions);
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn refused_options() {
+        assert!(cfg().apply_options("rw").is_err());
+        assert!(cfg().apply_options("bogus").is_err());
+        assert!(cfg().apply_options("uid=abc").is_err());
+        assert!(cfg().apply_options("uid").is_err());
+        assert!(cfg().apply_options("threads=0").is_err());
+        let mut c = cfg();
+        c.apply_options("allow_other,allow_root").unwrap();
+        assert!(c.validate().is_err());
+        let mut c = cfg();
+        c.apply_options("auto_unmount").unwrap();
+        assert!(c.validate().is_err());
+        assert!(cfg().default_permissions, "on by default");
+    }
+}

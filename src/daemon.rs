@@ -1,0 +1,373 @@
+//! Running a mount: checks before mounting, background mode, readiness, signals, shutdown.
+//!
+//! Before anything is mounted the HDF5 file is opened and its root parsed and the mountpoint
+//! checked; a failure is one line on stderr and exit status 2.
+//!
+//! Background mode (the default) re-executes this binary as `--daemon-child --foreground`
+//! with its stdout connected to a pipe, stdin and stderr on /dev/null. The child starts a new
+//! session (`setsid`: no controlling terminal, out of the shell's process group), mounts, and
+//! once `stat` of the mountpoint answers through the live session (inode 1 on a new device)
+//! writes `ready` to the pipe; a failure is written as `error: ...`. The parent returns 0 on
+//! `ready`, and exit 1 with the reason on an error, on the child's death, or after
+//! [`READY_TIMEOUT`] (then the child is sent SIGTERM).
+//!
+//! SIGTERM, SIGINT and SIGHUP are blocked in every thread and taken by one thread with
+//! `sigwait`, so no code runs in signal-handler context. Each one unmounts (falling back to a
+//! lazy `fusermount3 -uz` if the mount is busy); the session then ends and the process exits
+//! 0. An unmount from outside (`fusermount3 -u`, `umount`) ends the session the same way.
+
+use std::fs::OpenOptions as FsOpen;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use nix::sys::signal::{SigSet, Signal};
+
+use h5mount::fs::fuse::{self, MountOptions};
+use h5mount::fs::{FsOptions, H5Fs};
+use h5mount::model::{File, ObjectKind, OpenOptions};
+
+use crate::config::Config;
+
+/// How long a background mount may take to answer before the parent gives up.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the process learned before mounting.
+struct Prepared {
+    file: Arc<File>,
+    fs_opts: FsOptions,
+    mount_dev: u64,
+}
+
+/// Open the file and check the mountpoint; the message is the one line to print.
+fn prepare(cfg: &Config) -> Result<Prepared, String> {
+    let mp = &cfg.mountpoint;
+    let mp_meta = std::fs::metadata(mp).map_err(|e| format!("{}: {e}", mp.display()))?;
+    if !mp_meta.is_dir() {
+        return Err(format!("{}: not a directory", mp.display()));
+    }
+    let f = &cfg.file;
+    let meta = std::fs::metadata(f).map_err(|e| format!("{}: {e}", f.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a regular file", f.display()));
+    }
+    let opts = OpenOptions {
+        cache_bytes: cfg.cache_size,
+    };
+    let file = File::open(f, &opts).map_err(|e| format!("{}: {e}", f.display()))?;
+    // Parse the root object now so a file whose root is broken is refused before mounting.
+    match file.kind(file.root()) {
+        Ok(ObjectKind::Group) => {}
+        Ok(k) => {
+            return Err(format!(
+                "{}: root object is a {k:?}, not a group",
+                f.display()
+            ))
+        }
+        Err(e) => return Err(format!("{}: root group: {e}", f.display())),
+    }
+    Ok(Prepared {
+        file,
+        fs_opts: FsOptions {
+            uid: cfg.uid.unwrap_or(meta.uid()),
+            gid: cfg.gid.unwrap_or(meta.gid()),
+            file_mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            file_size: meta.len(),
+        },
+        mount_dev: mp_meta.dev(),
+    })
+}
+
+/// Mount per `cfg`; returns the process exit status.
+pub fn run(cfg: Config) -> i32 {
+    let prepared = match prepare(&cfg) {
+        Ok(p) => p,
+        Err(msg) => {
+            if cfg.daemon_child {
+                report(&format!("error: {msg}"));
+            }
+            eprintln!("h5mount: {msg}");
+            return 2;
+        }
+    };
+    if !cfg.foreground {
+        drop(prepared);
+        return spawn_background();
+    }
+    serve(&cfg, prepared)
+}
+
+/// Write one line to the parent of a background mount (our stdout is its pipe).
+fn report(line: &str) {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// After `ready`, detach stdout from the parent's pipe (it is gone once the parent exits).
+fn detach_stdout() {
+    if let Ok(null) = FsOpen::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+    }
+}
+
+/// Parent side of background mode.
+fn spawn_background() -> i32 {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("h5mount: cannot find own executable: {e}");
+            return 1;
+        }
+    };
+    let mut child = match Command::new(exe)
+        .arg("--daemon-child")
+        .arg("--foreground")
+        .args(std::env::args_os().skip(1))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("h5mount: cannot start the mount process: {e}");
+            return 1;
+        }
+    };
+    let Some(out) = child.stdout.take() else {
+        eprintln!("h5mount: no pipe to the mount process");
+        return 1;
+    };
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let got = BufReader::new(out).read_line(&mut line).map(|_| line);
+        let _ = tx.send(got);
+    });
+    match rx.recv_timeout(READY_TIMEOUT) {
+        Ok(Ok(line)) if line.trim() == "ready" => 0,
+        Ok(Ok(line)) if line.starts_with("error: ") => {
+            eprintln!("h5mount: {}", line.trim_end().trim_start_matches("error: "));
+            let _ = child.wait();
+            1
+        }
+        Ok(_) => {
+            let status = child.wait().map(|s| s.to_string());
+            eprintln!(
+                "h5mount: the mount process ended before the mount was ready ({})",
+                status.unwrap_or_else(|e| e.to_string())
+            );
+            1
+        }
+        Err(_) => {
+            eprintln!(
+                "h5mount: the mount did not answer within {} s; stopping it",
+                READY_TIMEOUT.as_secs()
+            );
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let pid = nix::unistd::Pid::from_raw(pid);
+                let _ = nix::sys::signal::kill(pid, Signal::SIGTERM);
+            }
+            1
+        }
+    }
+}
+
+enum Event {
+    Ready,
+    NotReady(String),
+    Signal(Signal),
+    Ended(io::Result<()>),
+}
+
+/// Mount and serve until unmounted; returns the exit status.
+fn serve(cfg: &Config, prepared: Prepared) -> i32 {
+    let fail = |msg: String| {
+        if cfg.daemon_child {
+            report(&format!("error: {msg}"));
+        }
+        log::error!("{msg}");
+        eprintln!("h5mount: {msg}");
+        1
+    };
+    if cfg.daemon_child {
+        // Already a child (not a group leader), so this cannot fail in practice; if it does
+        // the mount still works, only attached to the parent's session.
+        let _ = nix::unistd::setsid();
+    }
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    // Blocked before any thread starts, so every thread inherits the mask and only sigwait
+    // below ever sees these signals.
+    if let Err(e) = signals.thread_block() {
+        return fail(format!("cannot block signals: {e}"));
+    }
+    let mountpoint = cfg.mountpoint.clone();
+    let fs = H5Fs::new(prepared.file, prepared.fs_opts);
+    let mopts = MountOptions {
+        fsname: cfg
+            .fsname
+            .clone()
+            .unwrap_or_else(|| cfg.file.display().to_string()),
+        subtype: cfg.subtype.clone().unwrap_or_else(|| "h5mount".into()),
+        allow_other: cfg.allow_other,
+        allow_root: cfg.allow_root,
+        default_permissions: cfg.default_permissions,
+        auto_unmount: cfg.auto_unmount,
+        threads: cfg.threads,
+    };
+    let mut mounted = match fuse::mount(fs, &mountpoint, &mopts) {
+        Ok(m) => m,
+        Err(e) => return fail(format!("mount on {}: {e}", mountpoint.display())),
+    };
+    let mut unmounter = mounted.unmounter();
+    let (tx, rx) = mpsc::channel();
+    let spawned = [
+        {
+            let tx = tx.clone();
+            std::thread::Builder::new()
+                .name("session".into())
+                .spawn(move || {
+                    let _ = tx.send(Event::Ended(mounted.run()));
+                })
+        },
+        {
+            let tx = tx.clone();
+            std::thread::Builder::new()
+                .name("signals".into())
+                .spawn(move || {
+                    while let Ok(sig) = signals.wait() {
+                        if tx.send(Event::Signal(sig)).is_err() {
+                            break;
+                        }
+                    }
+                })
+        },
+        {
+            let tx = tx.clone();
+            let mp = mountpoint.clone();
+            let dev = prepared.mount_dev;
+            std::thread::Builder::new()
+                .name("ready".into())
+                .spawn(move || {
+                    let _ = tx.send(wait_ready(&mp, dev));
+                })
+        },
+    ];
+    for s in spawned {
+        if let Err(e) = s {
+            // Without its threads the mount cannot be served: take it down again.
+            let _ = unmounter.unmount();
+            return fail(format!("cannot start threads: {e}"));
+        }
+    }
+    drop(tx);
+    let mut ready = false;
+    let mut stopping = false;
+    for ev in rx {
+        match ev {
+            Event::Ready => {
+                ready = true;
+                raise_readahead(&mountpoint);
+                log::info!("{} mounted on {}", cfg.file.display(), mountpoint.display());
+                if cfg.daemon_child {
+                    report("ready");
+                    detach_stdout();
+                }
+            }
+            Event::NotReady(msg) => {
+                log::error!("{msg}");
+                if cfg.daemon_child {
+                    report(&format!("error: {msg}"));
+                    detach_stdout();
+                }
+            }
+            Event::Signal(sig) => {
+                log::info!("{sig}: unmounting {}", mountpoint.display());
+                if stopping {
+                    continue;
+                }
+                stopping = true;
+                if let Err(e) = unmounter.unmount() {
+                    log::warn!("unmount failed ({e}); detaching lazily");
+                    lazy_unmount(&mountpoint);
+                }
+            }
+            Event::Ended(result) => {
+                return match result {
+                    Ok(()) => {
+                        log::info!("unmounted {}", mountpoint.display());
+                        0
+                    }
+                    Err(e) if ready => {
+                        log::error!("session ended: {e}");
+                        1
+                    }
+                    Err(e) => fail(format!("session ended before the mount was ready: {e}")),
+                };
+            }
+        }
+    }
+    1
+}
+
+/// Wait until `stat(mountpoint)` answers from the live session: a different device than the
+/// directory had before mounting, and the FUSE root inode.
+fn wait_ready(mountpoint: &Path, old_dev: u64) -> Event {
+    let start = std::time::Instant::now();
+    loop {
+        match std::fs::metadata(mountpoint) {
+            Ok(m) if m.dev() != old_dev && m.ino() == h5mount::fs::ROOT_INO => return Event::Ready,
+            Ok(_) => {}
+            Err(e) if start.elapsed() > READY_TIMEOUT => {
+                return Event::NotReady(format!("stat {}: {e}", mountpoint.display()))
+            }
+            Err(_) => {}
+        }
+        if start.elapsed() > READY_TIMEOUT {
+            return Event::NotReady(format!(
+                "{} does not show the mounted file",
+                mountpoint.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kernel readahead for the mount, in KiB: the kernel offers FUSE only 128 KiB, so buffered
+/// sequential reads arrive in 128 KiB requests; at 1 MiB they match the largest request we
+/// accept and decode whole chunks in fewer, larger calls.
+const READAHEAD_KB: &str = "1024";
+
+/// Raise the readahead of the mount's backing device (needs root; otherwise left as is).
+fn raise_readahead(mountpoint: &Path) {
+    let Ok(meta) = std::fs::metadata(mountpoint) else {
+        return;
+    };
+    let dev = meta.dev();
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    let knob = format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb");
+    match std::fs::write(&knob, READAHEAD_KB) {
+        Ok(()) => log::debug!("{knob} = {READAHEAD_KB}"),
+        Err(e) => log::debug!("cannot raise readahead ({knob}: {e})"),
+    }
+}
+
+/// Detach a busy mount: it disappears from the tree now and is freed when the last user goes.
+fn lazy_unmount(mountpoint: &Path) {
+    let status = Command::new("fusermount3")
+        .args(["-u", "-z", "--"])
+        .arg(mountpoint)
+        .stdin(Stdio::null())
+        .status();
+    if !matches!(status, Ok(s) if s.success()) {
+        log::error!("lazy unmount of {} failed", mountpoint.display());
+    }
+}

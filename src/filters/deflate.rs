@@ -1,0 +1,29 @@
+//! Deflate filter (id 1): each chunk is one zlib stream (RFC 1950 header, RFC 1951 data,
+//! Adler-32 trailer). `cd[0]` is the compression level and is not needed to decode.
+//!
+//! Decoded in one shot with libdeflate into a buffer of the stage limit: libdeflate never
+//! writes past the buffer and reports a stream that would, so a chunk that expands past
+//! the chunk size (a bomb or corruption) fails without allocating more. Measured on a
+//! 1 MiB shuffled smooth+noise float32 chunk (gzip level 4, release build, one core):
+//! libdeflate 1.9 GB/s, flate2 with zlib-rs 0.7 GB/s, miniz_oxide 0.8 GB/s on an idle
+//! machine (450 / 250 / 235 MB/s under heavy load: the ratio holds).
+
+use super::Stage;
+use libdeflater::{DecompressionError, Decompressor};
+
+pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
+    let mut out = vec![0u8; stage.limit];
+    let n = zlib_into(input, &mut out).map_err(|e| match e {
+        DecompressionError::InsufficientSpace => {
+            format!("inflates past the chunk size {}", stage.limit)
+        }
+        DecompressionError::BadData => "corrupt or truncated zlib stream".to_string(),
+    })?;
+    out.truncate(n);
+    Ok(out)
+}
+
+/// Inflate a zlib stream into `dst`; the number of bytes written.
+pub(crate) fn zlib_into(src: &[u8], dst: &mut [u8]) -> Result<usize, DecompressionError> {
+    Decompressor::new().zlib_decompress(src, dst)
+}

@@ -1,0 +1,507 @@
+//! The thin FUSE adapter: kernel requests to [`H5Fs`] calls, results to replies.
+//!
+//! Each callback converts its arguments, runs one [`H5Fs`] operation inside
+//! [`std::panic::catch_unwind`] (a panic answers `EIO` — fuser replies `EIO` for a reply that
+//! is dropped unsent — and is logged; the mount lives on) and sends the reply. Failures are
+//! logged once per object by [`H5Fs::log_error`]. Mutating operations answer `EROFS`.
+//!
+//! fuser runs `threads` session loops on cloned `/dev/fuse` descriptors, so requests are
+//! served concurrently and a slow chunk decode does not stall other readers. At `init` the
+//! kernel is asked for 1 MiB requests (its readahead offer, usually 128 KiB, is the ceiling
+//! here; the daemon raises the mount's `read_ahead_kb` afterwards) and for `readdirplus`;
+//! files are opened with `FOPEN_KEEP_CACHE`, so re-reads and `mmap` are page-cache hits.
+
+use std::ffi::OsStr;
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
+    Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL,
+    TimeOrNow, WriteFlags,
+};
+
+use super::attr::{Attr, FileKind, BLKSIZE};
+use super::error::FsError;
+use super::{H5Fs, XattrReply};
+
+/// Largest request we ask the kernel for (reads and readahead).
+const MAX_REQUEST: u32 = 1 << 20;
+
+/// How the filesystem is mounted (a plain mirror of the mount options the daemon accepts).
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    /// Source shown in `/proc/mounts` (the HDF5 file's path by default).
+    pub fsname: String,
+    /// Type suffix shown as `fuse.<subtype>`.
+    pub subtype: String,
+    pub allow_other: bool,
+    pub allow_root: bool,
+    /// Let the kernel check permissions against the modes (on by default).
+    pub default_permissions: bool,
+    pub auto_unmount: bool,
+    /// Worker threads serving requests.
+    pub threads: usize,
+}
+
+/// A mounted, not yet running session.
+pub struct Mounted {
+    session: fuser::Session<FuseFs>,
+}
+
+/// Unmounts a running session from another thread.
+pub struct Unmounter(fuser::SessionUnmounter);
+
+impl Unmounter {
+    /// Unmount (the running session then ends).
+    pub fn unmount(&mut self) -> io::Result<()> {
+        self.0.unmount()
+    }
+}
+
+impl Mounted {
+    /// A handle that unmounts this session.
+    pub fn unmounter(&mut self) -> Unmounter {
+        Unmounter(self.session.unmount_callable())
+    }
+
+    /// Serve requests until the filesystem is unmounted.
+    pub fn run(self) -> io::Result<()> {
+        self.session.run()
+    }
+}
+
+/// Mount `fs` at `mountpoint` (the kernel handshake is done when this returns).
+pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mounted> {
+    let mut options = vec![
+        MountOption::RO,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::FSName(opts.fsname.clone()),
+        // As a kernel option rather than `MountOption::Subtype`: fuser's direct mount (as
+        // root) drops `Subtype`, and the kernel takes `subtype=` itself (fstype
+        // `fuse.<subtype>` in /proc/mounts); fusermount3 accepts it too.
+        MountOption::CUSTOM(format!("subtype={}", opts.subtype)),
+    ];
+    if opts.default_permissions {
+        options.push(MountOption::DefaultPermissions);
+    }
+    if opts.auto_unmount {
+        options.push(MountOption::AutoUnmount);
+    }
+    let mut config = fuser::Config::default();
+    config.mount_options = options;
+    config.acl = if opts.allow_other {
+        SessionACL::All
+    } else if opts.allow_root {
+        SessionACL::RootAndOwner
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(opts.threads.max(1));
+    config.clone_fd = true;
+    let adapter = FuseFs {
+        core: Arc::new(fs),
+        threads: opts.threads.max(1),
+    };
+    let session = fuser::Session::new(adapter, mountpoint, &config)?;
+    Ok(Mounted { session })
+}
+
+/// The fuser [`Filesystem`] over [`H5Fs`].
+pub struct FuseFs {
+    core: Arc<H5Fs>,
+    threads: usize,
+}
+
+fn kind(k: FileKind) -> FileType {
+    match k {
+        FileKind::Directory => FileType::Directory,
+        FileKind::RegularFile => FileType::RegularFile,
+        FileKind::Symlink => FileType::Symlink,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks(),
+        atime: a.mtime,
+        mtime: a.mtime,
+        ctime: a.mtime,
+        crtime: a.mtime,
+        kind: kind(a.kind),
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: BLKSIZE,
+        flags: 0,
+    }
+}
+
+fn errno(e: &FsError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+impl FuseFs {
+    /// Run one operation; a panic is logged and (by dropping the unsent reply) answered EIO.
+    fn guard(&self, op: &'static str, f: impl FnOnce(&H5Fs)) {
+        if catch_unwind(AssertUnwindSafe(|| f(&self.core))).is_err() {
+            log::error!("panic in {op}; answered EIO");
+        }
+    }
+
+    fn fail(core: &H5Fs, op: &str, e: FsError) -> Errno {
+        core.log_error(op, &e);
+        errno(&e)
+    }
+}
+
+impl Filesystem for FuseFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        if let Err(max) = config.set_max_readahead(MAX_REQUEST) {
+            let _ = config.set_max_readahead(max);
+        }
+        let _ = config.set_max_write(MAX_REQUEST);
+        let bg = u16::try_from(self.threads.saturating_mul(4)).unwrap_or(u16::MAX);
+        let _ = config.set_max_background(bg.max(16));
+        for flag in [
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_CACHE_SYMLINKS,
+        ] {
+            // A kernel without one of these still works, just slower.
+            let _ = config.add_capabilities(flag);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.guard("lookup", |c| match c.lookup(parent.0, name) {
+            Ok(a) => reply.entry(&c.ttl(), &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(Self::fail(c, "lookup", e)),
+        })
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.guard("getattr", |c| match c.getattr(ino.0) {
+            Ok(a) => reply.attr(&c.ttl(), &file_attr(&a)),
+            Err(e) => reply.error(Self::fail(c, "getattr", e)),
+        })
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.guard("readlink", |c| match c.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(Self::fail(c, "readlink", e)),
+        })
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.guard("open", |c| match c.open(ino.0, flags.0) {
+            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(Self::fail(c, "open", e)),
+        })
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.guard("read", |c| match c.read(ino.0, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(Self::fail(c, "read", e)),
+        })
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok()
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
+        reply.ok()
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // The kernel may cache listings (and keep them across opens): they never change.
+        let flags = FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE;
+        self.guard("opendir", |c| match c.opendir(ino.0) {
+            Ok(()) => reply.opened(FileHandle(0), flags),
+            Err(e) => reply.error(Self::fail(c, "opendir", e)),
+        })
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        self.guard("readdir", |c| match c.listing(ino.0) {
+            Ok(listing) => {
+                for (next, e) in listing.from_offset(offset) {
+                    if reply.add(INodeNo(e.ino), next, kind(e.kind), &e.name) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(Self::fail(c, "readdir", e)),
+        })
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        self.guard("readdirplus", |c| match c.listing(ino.0) {
+            Ok(listing) => {
+                for (next, e) in listing.from_offset(offset) {
+                    // An entry whose attributes fail is still listed, with a placeholder the
+                    // kernel must not cache: the next stat asks again and gets the error.
+                    let (attr, ttl) = match c.getattr(e.ino) {
+                        Ok(a) => (a, c.ttl()),
+                        Err(_) => (c.placeholder_attr(e), Duration::ZERO),
+                    };
+                    let full = reply.add(
+                        INodeNo(e.ino),
+                        next,
+                        &e.name,
+                        &ttl,
+                        &file_attr(&attr),
+                        Generation(0),
+                    );
+                    if full {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(Self::fail(c, "readdirplus", e)),
+        })
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.guard("statfs", |c| {
+            let s = c.statfs();
+            reply.statfs(s.blocks, 0, 0, s.files, 0, s.bsize, s.namelen, s.bsize)
+        })
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.guard("getxattr", |c| match c.getxattr(ino.0, name, size) {
+            Ok(XattrReply::Size(n)) => reply.size(n),
+            Ok(XattrReply::Data(d)) => reply.data(&d),
+            Err(e) => reply.error(Self::fail(c, "getxattr", e)),
+        })
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.guard("listxattr", |c| match c.listxattr(ino.0, size) {
+            Ok(XattrReply::Size(n)) => reply.size(n),
+            Ok(XattrReply::Data(d)) => reply.data(&d),
+            Err(e) => reply.error(Self::fail(c, "listxattr", e)),
+        })
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.guard("access", |c| match c.access(ino.0, mask.bits()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(Self::fail(c, "access", e)),
+        })
+    }
+
+    // Everything below would modify the file: read-only filesystem.
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        _size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        _flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
+        _len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        reply.error(Errno::EROFS)
+    }
+}

@@ -1,0 +1,236 @@
+//! Inode numbers: stable for the mount, derived from object identity.
+//!
+//! An HDF5 object is identified by the address of its object header ([`ObjectId`]); every hard
+//! link to it reaches the same header, so the inode number is a function of the address:
+//! `address + 2` (the root group is always the FUSE root inode 1, and `+ 2` keeps every other
+//! object clear of it). Addresses above [`LINK_BASE`] can only come from a corrupt file; such
+//! objects get numbers from a counter in the top range instead.
+//!
+//! Soft and external links are not objects: each `(parent inode, name)` pair gets its own
+//! number from a counter starting at [`LINK_BASE`], remembered for the life of the mount.
+//!
+//! Nodes are never forgotten (the kernel's `forget` is ignored): the table grows with the
+//! number of distinct objects and links visited, which the file bounds.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, RwLock};
+
+use super::attr::Attr;
+use crate::model::ObjectId;
+
+/// The FUSE root inode.
+pub const ROOT_INO: u64 = 1;
+
+/// First inode number of soft/external links. Object addresses below this give inode numbers
+/// below it too, so the two ranges cannot meet (files are far smaller than 2^62 bytes).
+pub const LINK_BASE: u64 = 1 << 62;
+
+/// First inode number for objects whose address is too large for `address + 2`.
+const FALLBACK_BASE: u64 = 1 << 63;
+
+/// What an inode stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// An HDF5 object (group, dataset, committed datatype).
+    Object(ObjectId),
+    /// A soft or external link, with the symlink text served by `readlink`.
+    Symlink { target: String },
+}
+
+/// One inode.
+#[derive(Debug)]
+pub struct Node {
+    pub ino: u64,
+    /// Inode of the directory it was first found in (the root's parent is itself).
+    pub parent: u64,
+    /// HDF5 path it was first found at (for messages and relative symlink targets).
+    pub path: String,
+    pub kind: NodeKind,
+    /// Attributes, computed on first use.
+    pub attr: OnceLock<Attr>,
+}
+
+impl Node {
+    /// The object this node stands for, if it is one.
+    pub fn object(&self) -> Option<ObjectId> {
+        match self.kind {
+            NodeKind::Object(id) => Some(id),
+            NodeKind::Symlink { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    nodes: HashMap<u64, Arc<Node>>,
+    by_object: HashMap<ObjectId, u64>,
+    by_link: HashMap<(u64, String), u64>,
+    next_link: u64,
+    next_fallback: u64,
+}
+
+/// The inode table of a mount.
+#[derive(Debug)]
+pub struct InodeTable {
+    tables: RwLock<Tables>,
+}
+
+/// Join a group path and a link name.
+pub fn join_path(parent: &str, name: &str) -> String {
+    if parent.ends_with('/') {
+        format!("{parent}{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+impl InodeTable {
+    /// A table holding only the root group.
+    pub fn new(root: ObjectId) -> InodeTable {
+        let mut t = Tables {
+            next_link: LINK_BASE,
+            next_fallback: FALLBACK_BASE,
+            ..Tables::default()
+        };
+        t.by_object.insert(root, ROOT_INO);
+        t.nodes.insert(
+            ROOT_INO,
+            Arc::new(Node {
+                ino: ROOT_INO,
+                parent: ROOT_INO,
+                path: "/".to_string(),
+                kind: NodeKind::Object(root),
+                attr: OnceLock::new(),
+            }),
+        );
+        InodeTable {
+            tables: RwLock::new(t),
+        }
+    }
+
+    /// The node of `ino`, if it was handed out.
+    pub fn get(&self, ino: u64) -> Option<Arc<Node>> {
+        self.read().nodes.get(&ino).cloned()
+    }
+
+    /// Number of inodes handed out so far.
+    pub fn len(&self) -> usize {
+        self.read().nodes.len()
+    }
+
+    /// Always false: the root exists from the start.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The node of object `id`, reached as `name` in `parent` (created on first sight).
+    pub fn object(&self, parent: &Node, name: &str, id: ObjectId) -> Arc<Node> {
+        if let Some(node) = self.existing_object(id) {
+            return node;
+        }
+        let mut t = self.write();
+        if let Some(node) = t.by_object.get(&id).and_then(|ino| t.nodes.get(ino)) {
+            return node.clone();
+        }
+        let ino = match id.0.checked_add(2).filter(|&i| i < LINK_BASE) {
+            Some(ino) => ino,
+            None => {
+                let ino = t.next_fallback;
+                t.next_fallback = t.next_fallback.saturating_add(1);
+                ino
+            }
+        };
+        let node = Arc::new(Node {
+            ino,
+            parent: parent.ino,
+            path: join_path(&parent.path, name),
+            kind: NodeKind::Object(id),
+            attr: OnceLock::new(),
+        });
+        t.by_object.insert(id, ino);
+        t.nodes.insert(ino, node.clone());
+        node
+    }
+
+    /// The node of the soft or external link `name` in `parent`, whose symlink text is
+    /// `target` (created on first sight; the text of an existing node is kept).
+    pub fn symlink(&self, parent: &Node, name: &str, target: String) -> Arc<Node> {
+        let key = (parent.ino, name.to_string());
+        if let Some(node) = {
+            let t = self.read();
+            t.by_link
+                .get(&key)
+                .and_then(|ino| t.nodes.get(ino))
+                .cloned()
+        } {
+            return node;
+        }
+        let mut t = self.write();
+        if let Some(node) = t.by_link.get(&key).and_then(|ino| t.nodes.get(ino)) {
+            return node.clone();
+        }
+        let ino = t.next_link;
+        t.next_link = t.next_link.saturating_add(1);
+        let node = Arc::new(Node {
+            ino,
+            parent: parent.ino,
+            path: join_path(&parent.path, name),
+            kind: NodeKind::Symlink { target },
+            attr: OnceLock::new(),
+        });
+        t.by_link.insert(key, ino);
+        t.nodes.insert(ino, node.clone());
+        node
+    }
+
+    /// The node of object `id`, if it was handed out.
+    pub fn existing_object(&self, id: ObjectId) -> Option<Arc<Node>> {
+        let t = self.read();
+        t.by_object
+            .get(&id)
+            .and_then(|ino| t.nodes.get(ino))
+            .cloned()
+    }
+
+    // A poisoned lock only means another thread panicked while holding it; the maps are
+    // updated with single inserts, so they are still consistent.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Tables> {
+        self.tables.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Tables> {
+        self.tables.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_share_inodes_and_links_get_their_own() {
+        let t = InodeTable::new(ObjectId(96));
+        let root = t.get(ROOT_INO).unwrap();
+        assert_eq!(root.object(), Some(ObjectId(96)));
+        let a = t.object(&root, "a", ObjectId(800));
+        assert_eq!(a.ino, 802);
+        assert_eq!(a.path, "/a");
+        let b = t.object(&root, "b", ObjectId(800));
+        assert_eq!(b.ino, 802, "hard links share the inode");
+        assert_eq!(b.path, "/a", "first path wins");
+        // A hard link back to the root is the root.
+        assert_eq!(t.object(&a, "up", ObjectId(96)).ino, ROOT_INO);
+        let s1 = t.symlink(&a, "s", "x".into());
+        let s2 = t.symlink(&root, "s", "x".into());
+        assert!(s1.ino >= LINK_BASE && s2.ino >= LINK_BASE && s1.ino != s2.ino);
+        assert_eq!(
+            t.symlink(&a, "s", "y".into()).ino,
+            s1.ino,
+            "stable per (parent, name)"
+        );
+        assert_eq!(s1.path, "/a/s");
+        let huge = t.object(&root, "h", ObjectId(u64::MAX));
+        assert!(huge.ino >= FALLBACK_BASE);
+        assert_eq!(t.len(), 5);
+    }
+}

@@ -1,0 +1,77 @@
+//! Reads of dataset byte images.
+//!
+//! The kernel asks for at most its maximum request size (1 MiB, set at `init`), aligned to
+//! pages for buffered reads. The answer is clipped at the end of the image and filled by
+//! repeated [`Dataset::read_at`] calls, so a layout that returns short reads (one chunk at a
+//! time) still yields a full buffer: FUSE treats a short answer as end of file.
+
+use crate::error::{Error, Result};
+use crate::model::Dataset;
+
+/// Upper bound on one answer, whatever the kernel asks: four times the usual maximum
+/// request, so a kernel with larger requests still works but no request can make us
+/// allocate more than this.
+pub const MAX_READ: u64 = 4 << 20;
+
+/// Bytes `offset..offset + size` of the dataset's image (fewer at the end, none past it).
+pub fn read(ds: &Dataset, offset: u64, size: u32) -> Result<Vec<u8>> {
+    read_image(ds.len(), offset, size, |off, buf| ds.read_at(off, buf))
+}
+
+/// [`read`] over any image of `len` bytes served by `read_at`.
+pub fn read_image(
+    len: u64,
+    offset: u64,
+    size: u32,
+    mut read_at: impl FnMut(u64, &mut [u8]) -> Result<usize>,
+) -> Result<Vec<u8>> {
+    let want = len
+        .saturating_sub(offset)
+        .min(u64::from(size))
+        .min(MAX_READ);
+    // `want` <= MAX_READ, so the conversion cannot truncate.
+    let mut buf = vec![0u8; want as usize];
+    let mut done = 0usize;
+    while done < buf.len() {
+        let pos = offset + done as u64;
+        let n = read_at(pos, &mut buf[done..])?;
+        if n == 0 {
+            return Err(Error::corrupt(
+                "dataset image",
+                pos,
+                format!("read returned no bytes before the end of the {len}-byte image"),
+            ));
+        }
+        done = done.saturating_add(n);
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(off: u64, buf: &mut [u8]) -> Result<usize> {
+        // Short reads: at most 3 bytes, each byte its own offset.
+        let n = buf.len().min(3);
+        for (i, b) in buf[..n].iter_mut().enumerate() {
+            *b = (off + i as u64) as u8;
+        }
+        Ok(n)
+    }
+
+    #[test]
+    fn fills_across_short_reads_and_clips_at_end() {
+        let v = read_image(10, 2, 100, image).unwrap();
+        assert_eq!(v, (2u8..10).collect::<Vec<_>>());
+        assert!(read_image(10, 10, 100, image).unwrap().is_empty());
+        assert!(read_image(10, u64::MAX, 100, image).unwrap().is_empty());
+        assert_eq!(read_image(10, 0, 4, image).unwrap(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_stalled_reader_is_an_error_not_a_loop() {
+        let e = read_image(10, 0, 10, |_, _| Ok(0)).unwrap_err();
+        assert_eq!(e.errno_class(), crate::error::ErrorClass::Io);
+    }
+}

@@ -1,0 +1,612 @@
+//! Reading a virtual dataset (VDS) by gathering elements from its source datasets.
+//!
+//! The mapping table ([`crate::format::vds`]) pairs a selection in the virtual dataspace with
+//! a selection in a source dataset: the n-th selected virtual element (in the C order of its
+//! selection) is the n-th selected source element. Elements no mapping covers, and elements
+//! whose source file or dataset is missing, read as the fill value.
+//!
+//! Each selection is turned into a `Sel` (module `sel`): a list of *parts*, each a product
+//! of one regular pattern per dimension (`start + (k / block) * stride + k % block` for
+//! `k < n`). "All" and regular hyperslabs are one part, points one part each, and explicit
+//! block lists (hyperslab version 1, what the earliest format bounds write) are decomposed by
+//! module `boxes` into parts in the C order of their union. A read of an element range walks
+//! each mapping's virtual parts by *runs* (elements consecutive both in the virtual file and
+//! in selection order), stepping from run to run rather than visiting every element, and copies
+//! the matching source runs with one `Dataset::read_at` each; many short runs over a compact
+//! stretch of source elements (strides, interleaving) are served by reading that stretch once
+//! and scattering it.
+//!
+//! Unlimited mappings are resolved when the dataset is opened, against the sources' current
+//! extents: a source selection unlimited in one dimension is clipped to the source, and the
+//! virtual selection keeps as many elements; a `%b` mapping (printf-style names) maps block
+//! *i* of the virtual selection to the source named with *i*, for every *i* until the first
+//! missing source. As libhdf5 does (view "last available"), the extent of the virtual
+//! dataset's unlimited dimensions is then the furthest any mapping reaches, fixed ones
+//! included (0 when no source exists); a clipped source keeps its trailing partial block.
+//!
+//! A source must have the virtual dataset's datatype: libhdf5 would convert, this reader
+//! refuses the read (unsupported) rather than serve bytes of another type.
+//!
+//! Sources in the same file are opened through the same [`File`] when the VDS is opened;
+//! sources in other files are opened on first read, relative to the VDS file's directory.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::file::{File, OpenOptions};
+use super::Dataset;
+use crate::error::{Error, ErrorClass, Result};
+use crate::format::global_heap::GlobalHeapCollection;
+use crate::format::messages::datatype::Datatype;
+use crate::format::vds::{Selection, VdsBlock, VdsMapping, UNLIMITED};
+
+mod boxes;
+mod sel;
+use sel::{Dim, Part, Sel};
+
+/// Nested virtual datasets (a VDS whose source is a VDS) followed at most this deep, which
+/// also stops a VDS that names itself.
+const MAX_NESTING: u32 = 8;
+/// `%b` sources probed per mapping (libhdf5 probes until the first missing one).
+const MAX_PRINTF_SOURCES: u64 = 1 << 16;
+/// Gather a stretch of source ordinals at once when it is at most this many times the elements
+/// a read wants from it...
+const GATHER_SLACK: u64 = 4;
+/// ...and at most this many bytes.
+const MAX_GATHER_BYTES: u64 = 16 << 20;
+/// Chunk cache of each source file opened for a VDS (the main file has its own).
+const SOURCE_CACHE_BYTES: u64 = 32 << 20;
+
+thread_local! {
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Run `f` one VDS level deeper, refusing to go past [`MAX_NESTING`].
+fn nested<T>(addr: u64, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let d = DEPTH.with(|c| c.get());
+    if d >= MAX_NESTING {
+        return Err(Error::limit(
+            "virtual dataset",
+            addr,
+            "sources nest too deep (or cycle)",
+        ));
+    }
+    DEPTH.with(|c| c.set(d + 1));
+    let r = f();
+    DEPTH.with(|c| c.set(d));
+    r
+}
+
+/// A source dataset as resolved for one mapping.
+enum Source {
+    /// File or dataset absent: the region reads as the fill value.
+    Missing,
+    Ready {
+        dset: Arc<Dataset>,
+        sel: Sel,
+    },
+    /// Present but unusable (corrupt, different type): reads fail with this.
+    Failed {
+        class: ErrorClass,
+        message: String,
+    },
+}
+
+/// One mapping, or one block of a `%b` mapping.
+struct Sub {
+    vsel: Sel,
+    file_name: String,
+    dataset_name: String,
+    source_select: Selection,
+    source: OnceLock<Source>,
+}
+
+/// Serves byte ranges of one virtual dataset.
+pub struct VirtualReader {
+    addr: u64,
+    dims: Vec<u64>,
+    esize: u64,
+    len: u64,
+    fill: Vec<u8>,
+    dtype: Datatype,
+    dir: PathBuf,
+    subs: Vec<Sub>,
+    /// Source files by path (`None`: missing), opened on first use.
+    files: Mutex<HashMap<PathBuf, Option<Arc<File>>>>,
+}
+
+impl std::fmt::Debug for VirtualReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VirtualReader")
+            .field("addr", &self.addr)
+            .field("dims", &self.dims)
+            .field("mappings", &self.subs.len())
+            .finish()
+    }
+}
+
+/// Replace `%b` by the block index and `%%` by `%` (libhdf5's printf-style source names).
+fn substitute(name: &str, block: u64) -> String {
+    let mut out = String::with_capacity(name.len() + 8);
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('%', Some('b')) => {
+                chars.next();
+                out.push_str(&block.to_string());
+            }
+            ('%', Some('%')) => {
+                chars.next();
+                out.push('%');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn is_printf(m: &VdsMapping) -> bool {
+    let has = |s: &str| s.replace("%%", "").contains("%b");
+    has(&m.file_name) || has(&m.dataset_name)
+}
+
+impl Sub {
+    fn new(vsel: Sel, m: &VdsMapping) -> Sub {
+        Sub {
+            vsel,
+            file_name: m.file_name.clone(),
+            dataset_name: m.dataset_name.clone(),
+            source_select: m.source_select.clone(),
+            source: OnceLock::new(),
+        }
+    }
+}
+
+impl VirtualReader {
+    /// Read the mapping table and resolve unlimited mappings. `dims`/`max_dims` are the stored
+    /// extent; the effective one is [`VirtualReader::dims`].
+    pub fn open(
+        file: &File,
+        addr: u64,
+        heap: (u64, u32),
+        dims: &[u64],
+        max_dims: &[u64],
+        dtype: &Datatype,
+        fill: Option<Vec<u8>>,
+    ) -> Result<VirtualReader> {
+        if !dtype.is_fixed_size() {
+            return Err(Error::unsupported(
+                "datatype",
+                format!("{} has no fixed-size byte image", dtype.numpy_str()),
+            ));
+        }
+        let gcol = GlobalHeapCollection::read(file.storage(), heap.0, file.sizes())?;
+        let raw = gcol.get(heap.1).ok_or_else(|| {
+            Error::corrupt(
+                "virtual dataset layout",
+                heap.0,
+                format!("no heap object {}", heap.1),
+            )
+        })?;
+        let block = VdsBlock::parse(raw, heap.0, file.sizes())?;
+        let esize = dtype.size as u64;
+        let mut reader = VirtualReader {
+            addr,
+            dims: dims.to_vec(),
+            esize,
+            len: 0,
+            fill: fill
+                .filter(|f| f.len() as u64 == esize)
+                .unwrap_or_else(|| vec![0; esize as usize]),
+            dtype: dtype.clone(),
+            dir: file.dir(),
+            subs: Vec::new(),
+            files: Mutex::new(HashMap::new()),
+        };
+        // Virtual selections with their sources, before the extent is known.
+        let mut pending: Vec<(Vec<Dim>, &VdsMapping, Source)> = Vec::new();
+        let mut fixed: Vec<&VdsMapping> = Vec::new();
+        for m in &block.mappings {
+            if m.virtual_select.rank().is_some_and(|r| r != dims.len()) {
+                return Err(Error::corrupt(
+                    "virtual dataset mapping",
+                    heap.0,
+                    "virtual selection rank differs from the dataset's",
+                ));
+            }
+            let (Some(u), Selection::Regular(vdims)) =
+                (m.virtual_select.unlimited_dim(), &m.virtual_select)
+            else {
+                fixed.push(m);
+                continue;
+            };
+            let finite = |skip: usize| -> Result<Vec<Dim>> {
+                vdims
+                    .iter()
+                    .enumerate()
+                    .map(|(d, &r)| {
+                        if d == skip {
+                            Ok(sel::clip_unlimited(r, 0))
+                        } else {
+                            Dim::from_regular(r)
+                        }
+                    })
+                    .collect()
+            };
+            if is_printf(m) {
+                let vu = vdims[u];
+                if vu.count != UNLIMITED || vu.block == UNLIMITED {
+                    return Err(Error::unsupported(
+                        "virtual dataset",
+                        "%b mapping with an unlimited block",
+                    ));
+                }
+                for i in 0..MAX_PRINTF_SOURCES {
+                    let (f, d) = (substitute(&m.file_name, i), substitute(&m.dataset_name, i));
+                    let src = reader.resolve_source(file, &f, &d, &m.source_select, true)?;
+                    if matches!(src, Source::Missing) {
+                        break;
+                    }
+                    let start = i
+                        .checked_mul(vu.stride.max(vu.block))
+                        .and_then(|o| o.checked_add(vu.start));
+                    let mut v = finite(u)?;
+                    v[u] = Dim {
+                        start: start.ok_or_else(|| {
+                            Error::corrupt(
+                                "virtual dataset mapping",
+                                heap.0,
+                                "block start overflows",
+                            )
+                        })?,
+                        stride: vu.block,
+                        block: vu.block,
+                        n: vu.block,
+                    };
+                    // A source that exists but cannot be used (unreadable, other type, out of
+                    // file descriptors) ends the probing too; its block reports the error.
+                    let last = matches!(src, Source::Failed { .. });
+                    pending.push((v, m, src));
+                    if last {
+                        break;
+                    }
+                }
+            } else {
+                let src = reader.resolve_source(
+                    file,
+                    &m.file_name,
+                    &m.dataset_name,
+                    &m.source_select,
+                    false,
+                )?;
+                let n = match &src {
+                    Source::Ready { sel, .. } => sel.total(),
+                    _ => 0,
+                };
+                let mut v = finite(u)?;
+                let other = v
+                    .iter()
+                    .enumerate()
+                    .filter(|(d, _)| *d != u)
+                    .try_fold(1u64, |a, (_, x)| a.checked_mul(x.n))
+                    .unwrap_or(0);
+                let positions = n.checked_div(other).unwrap_or(0);
+                v[u] = sel::clip_unlimited(vdims[u], positions);
+                pending.push((v, m, src));
+            }
+        }
+        // Unlimited mappings set the extent of the unlimited dimensions (libhdf5's "last
+        // available" view): the furthest coordinate any mapping reaches.
+        let any_unlimited = block
+            .mappings
+            .iter()
+            .any(|m| m.virtual_select.unlimited_dim().is_some());
+        if any_unlimited {
+            let mut reach: Vec<u64> = vec![0; dims.len()];
+            let fixed_reach = fixed
+                .iter()
+                .map(|m| sel::selection_reach(&m.virtual_select, dims.len()));
+            let unlimited_reach = pending
+                .iter()
+                .map(|p| p.0.iter().map(|x| sel::reach(x).unwrap_or(0)).collect());
+            for r in fixed_reach.chain(unlimited_reach) {
+                for (d, top) in r.into_iter().enumerate() {
+                    reach[d] = reach[d].max(top);
+                }
+            }
+            for (d, r) in reach.into_iter().enumerate() {
+                if max_dims.get(d) == Some(&UNLIMITED) {
+                    reader.dims[d] = r;
+                }
+            }
+        }
+        reader.len = reader
+            .dims
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .and_then(|n| n.checked_mul(esize))
+            .ok_or_else(|| Error::corrupt("virtual dataset", addr, "extent overflows"))?;
+        for (v, m, src) in pending {
+            let vsel = Sel::from_parts(vec![Part { dims: v }], &reader.dims)?;
+            let sub = Sub::new(vsel, m);
+            let _ = sub.source.set(src);
+            reader.subs.push(sub);
+        }
+        for m in fixed {
+            let sub = Sub::new(Sel::build(&m.virtual_select, &reader.dims)?, m);
+            if m.file_name == "." {
+                // Same file: resolved now, through the same `File`.
+                let s =
+                    reader.resolve_source(file, ".", &m.dataset_name, &m.source_select, false)?;
+                let _ = sub.source.set(s);
+            }
+            reader.subs.push(sub);
+        }
+        Ok(reader)
+    }
+
+    /// Effective extent (stored extent, or computed from the sources for unlimited mappings).
+    pub fn dims(&self) -> &[u64] {
+        &self.dims
+    }
+
+    /// Bytes of the byte image.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when the image holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Open the source file `name` (`.` = `file` itself; relative names from the VDS file's
+    /// directory); `None` if it does not exist.
+    fn source_file(&self, name: &str, quiet: bool) -> Result<Option<Arc<File>>> {
+        let path = self.dir.join(name);
+        if let Some(f) = self.files.lock().unwrap().get(&path) {
+            return Ok(f.clone());
+        }
+        let f = if Path::new(&path).exists() {
+            let opts = OpenOptions {
+                cache_bytes: SOURCE_CACHE_BYTES,
+            };
+            Some(File::open(&path, &opts)?)
+        } else {
+            if !quiet {
+                log::warn!(
+                    "virtual dataset at {:#x}: source file {} is missing; its region reads as fill",
+                    self.addr,
+                    path.display()
+                );
+            }
+            None
+        };
+        self.files.lock().unwrap().insert(path, f.clone());
+        Ok(f)
+    }
+
+    /// Find a source dataset and build its selection. Missing files and datasets give
+    /// [`Source::Missing`]; `quiet` skips the log line (printf probing ends on a missing one).
+    fn resolve_source(
+        &self,
+        file: &File,
+        file_name: &str,
+        dataset_name: &str,
+        select: &Selection,
+        quiet: bool,
+    ) -> Result<Source> {
+        let found = nested(self.addr, || -> Result<Option<Arc<Dataset>>> {
+            let other;
+            let f: &File = if file_name == "." {
+                file
+            } else {
+                match self.source_file(file_name, quiet)? {
+                    Some(f) => {
+                        other = f;
+                        &other
+                    }
+                    None => return Ok(None),
+                }
+            };
+            match f.resolve(dataset_name) {
+                Ok(id) => Ok(Some(f.dataset(id)?)),
+                Err(e) if e.errno_class() == ErrorClass::NotFound => {
+                    if !quiet {
+                        log::warn!(
+                            "virtual dataset at {:#x}: source {dataset_name} not found in {file_name}; its region reads as fill",
+                            self.addr
+                        );
+                    }
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            }
+        });
+        let failed = |e: Error| Source::Failed {
+            class: e.errno_class(),
+            message: format!("source {dataset_name} in {file_name}: {e}"),
+        };
+        let dset = match found {
+            Ok(Some(d)) => d,
+            Ok(None) => return Ok(Source::Missing),
+            Err(e) => return Ok(failed(e)),
+        };
+        if dset.info.dtype != self.dtype {
+            return Ok(failed(Error::unsupported(
+                "virtual dataset source",
+                format!(
+                    "type {} differs from the virtual dataset's {} (no type conversion)",
+                    dset.info.dtype.numpy_str(),
+                    self.dtype.numpy_str()
+                ),
+            )));
+        }
+        let sdims = dset.info.shape.clone();
+        let built = match (select, select.unlimited_dim()) {
+            (Selection::Regular(r), Some(u)) if u < sdims.len() && r.len() == sdims.len() => r
+                .iter()
+                .enumerate()
+                .map(|(d, &x)| {
+                    if d == u {
+                        Ok(sel::clip_unlimited(x, sel::positions_below(&x, sdims[u])))
+                    } else {
+                        Dim::from_regular(x)
+                    }
+                })
+                .collect::<Result<Vec<_>>>()
+                .and_then(|dims| Sel::from_parts(vec![Part { dims }], &sdims)),
+            _ => Sel::build(select, &sdims),
+        };
+        Ok(match built {
+            Ok(sel) => Source::Ready { dset, sel },
+            Err(e) => failed(e),
+        })
+    }
+
+    fn source_of<'a>(&self, sub: &'a Sub) -> &'a Source {
+        sub.source.get_or_init(|| {
+            // The main file is not at hand here: only other files are left unresolved.
+            let file_name = sub.file_name.clone();
+            match self.source_file(&file_name, false) {
+                Ok(Some(f)) => self
+                    .resolve_source(&f, ".", &sub.dataset_name, &sub.source_select, false)
+                    .unwrap_or_else(|e| Source::Failed {
+                        class: e.errno_class(),
+                        message: e.to_string(),
+                    }),
+                Ok(None) => Source::Missing,
+                Err(e) => Source::Failed {
+                    class: e.errno_class(),
+                    message: e.to_string(),
+                },
+            }
+        })
+    }
+
+    /// Fill `buf` with the bytes at `offset`; returns the number written (short only at the
+    /// end).
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if offset >= self.len || buf.is_empty() || self.esize == 0 {
+            return Ok(0);
+        }
+        let end = offset.saturating_add(buf.len() as u64).min(self.len);
+        let n = (end - offset) as usize;
+        let e0 = offset / self.esize;
+        let e1 = end.div_ceil(self.esize);
+        let skip = (offset - e0 * self.esize) as usize;
+        if skip == 0 && end % self.esize == 0 {
+            self.read_elements(e0, e1, &mut buf[..n])?;
+        } else {
+            let mut tmp = vec![0u8; ((e1 - e0) * self.esize) as usize];
+            self.read_elements(e0, e1, &mut tmp)?;
+            buf[..n].copy_from_slice(&tmp[skip..skip + n]);
+        }
+        Ok(n)
+    }
+
+    /// Elements `[e0, e1)` into `out` (exactly their size).
+    fn read_elements(&self, e0: u64, e1: u64, out: &mut [u8]) -> Result<()> {
+        for el in out.chunks_exact_mut(self.esize as usize) {
+            el.copy_from_slice(&self.fill);
+        }
+        let es = self.esize;
+        nested(self.addr, || {
+            for sub in &self.subs {
+                let mut runs = Vec::new();
+                sub.vsel
+                    .runs_in(e0, e1, &mut |lin, ord, len| runs.push((lin, ord, len)));
+                if runs.is_empty() {
+                    continue;
+                }
+                let (dset, ssel) = match self.source_of(sub) {
+                    Source::Missing => continue,
+                    Source::Failed { class, message } => {
+                        return Err(match class {
+                            ErrorClass::Unsupported => {
+                                Error::unsupported("virtual dataset source", message)
+                            }
+                            _ => Error::corrupt("virtual dataset source", self.addr, message),
+                        })
+                    }
+                    Source::Ready { dset, sel } => (dset, sel),
+                };
+                let (lo, hi) = (runs[0].1, runs[runs.len() - 1].1 + runs[runs.len() - 1].2);
+                let wanted: u64 = runs.iter().map(|r| r.2).sum();
+                let span = hi - lo;
+                if runs.len() > 1
+                    && span <= wanted.saturating_mul(GATHER_SLACK)
+                    && span * es <= MAX_GATHER_BYTES
+                {
+                    // Many short virtual runs (strides, interleaving) over a compact stretch
+                    // of source ordinals: read that stretch in source-sized runs, then scatter.
+                    let mut tmp = self.fill.repeat(span as usize);
+                    copy_source(dset, ssel, lo, span, es, &mut tmp)?;
+                    for (lin, ord, len) in runs {
+                        let (a, b) = (((ord - lo) * es) as usize, ((ord - lo + len) * es) as usize);
+                        let d = ((lin - e0) * es) as usize;
+                        out[d..d + (b - a)].copy_from_slice(&tmp[a..b]);
+                    }
+                } else {
+                    for (lin, ord, len) in runs {
+                        let d = ((lin - e0) * es) as usize;
+                        copy_source(
+                            dset,
+                            ssel,
+                            ord,
+                            len,
+                            es,
+                            &mut out[d..d + (len * es) as usize],
+                        )?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Source ordinals `[o, o + count)` into `dst` (their size); elements outside the source's
+/// extent or beyond its selection are left as they are (the fill value).
+fn copy_source(
+    dset: &Dataset,
+    ssel: &Sel,
+    o: u64,
+    count: u64,
+    es: u64,
+    dst: &mut [u8],
+) -> Result<()> {
+    let stop = o + count;
+    let mut o = o;
+    let mut at = 0u64;
+    while o < stop && o < ssel.total() {
+        let (valid, slin, slen) = ssel.run_at(o);
+        let k = slen.min(stop - o);
+        if valid {
+            let (a, b) = ((at * es) as usize, ((at + k) * es) as usize);
+            dset.read_at(slin * es, &mut dst[a..b])?;
+        }
+        o += k;
+        at += k;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printf_names() {
+        assert_eq!(substitute("f%b.h5", 12), "f12.h5");
+        assert_eq!(substitute("a%%b%b", 3), "a%b3");
+        assert!(!is_printf(&VdsMapping {
+            file_name: "x%%b".into(),
+            dataset_name: "d".into(),
+            source_select: Selection::All,
+            virtual_select: Selection::All,
+        }));
+    }
+}
