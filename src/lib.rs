@@ -15,5 +15,6 @@ pub mod inspect;
 pub mod io;
 pub mod layout;
 pub mod model;
+pub mod views;
 
 pub use error::{Error, Result};
