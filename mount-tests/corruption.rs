@@ -143,6 +143,7 @@ pub fn exercise(path: &Path) -> Outcome {
         path,
         &OpenOptions {
             cache_bytes: 8 << 20,
+            ..OpenOptions::default()
         },
     ) {
         Ok(f) => f,
