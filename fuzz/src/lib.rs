@@ -42,6 +42,7 @@ fn scratch_path() -> PathBuf {
 pub fn options() -> OpenOptions {
     OpenOptions {
         cache_bytes: 4 << 20,
+        ..OpenOptions::default()
     }
 }
 
