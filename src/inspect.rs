@@ -68,8 +68,19 @@ fn join(parent: &str, name: &str) -> String {
     }
 }
 
+/// Marker for a reader that went away (`inspect | head`): the listing just stops.
+const OUTPUT_CLOSED: &str = "output closed";
+
 /// Write the listing of the file at `path` (starting at object path `start`, default `/`).
+/// A closed output (broken pipe) ends the listing without an error.
 pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
+    match list(path, start, out) {
+        Err(Error::Invalid(m)) if m == OUTPUT_CLOSED => Ok(()),
+        r => r,
+    }
+}
+
+fn list(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
     let file = File::open(
         path,
         &OpenOptions {
@@ -84,7 +95,10 @@ pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<
     let mut stack: Vec<(String, std::result::Result<ObjectId, String>)> =
         vec![(start_path, Ok(start_id))];
     let w = |out: &mut dyn Write, s: String| {
-        writeln!(out, "{s}").map_err(|e| Error::Invalid(format!("writing output: {e}")))
+        writeln!(out, "{s}").map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => Error::Invalid(OUTPUT_CLOSED.into()),
+            _ => Error::Invalid(format!("writing output: {e}")),
+        })
     };
     while let Some((p, entry)) = stack.pop() {
         let id = match entry {

@@ -236,6 +236,18 @@ impl File {
         Ok(links)
     }
 
+    /// Links of a group in creation order, where the group tracks it (h5py's order for
+    /// `track_order=True` groups); `None` when some link has no creation order.
+    pub fn links_by_creation_order(&self, group: ObjectId) -> Result<Option<Vec<Link>>> {
+        let links = self.links(group)?;
+        if links.iter().any(|l| l.creation_order.is_none()) {
+            return Ok(None);
+        }
+        let mut v: Vec<Link> = links.iter().cloned().collect();
+        v.sort_by_key(|l| l.creation_order);
+        Ok(Some(v))
+    }
+
     /// One link of a group by name.
     pub fn lookup(&self, group: ObjectId, name: &str) -> Result<Option<Link>> {
         let links = self.links(group)?;
