@@ -10,45 +10,11 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::filters::filter_name;
+use crate::model::value::{filters_text, shape_text};
 use crate::model::{File, LinkTarget, ObjectId, ObjectKind, OpenOptions};
 
 /// Attribute values longer than this are cut in the listing.
 const MAX_VALUE_CHARS: usize = 60;
-
-/// Format a shape as a Python tuple: `()`, `(5,)`, `(3, 4)`; unlimited as `None`.
-pub fn shape_str(dims: &[u64]) -> String {
-    let parts: Vec<String> = dims
-        .iter()
-        .map(|&d| {
-            if d == u64::MAX {
-                "None".into()
-            } else {
-                d.to_string()
-            }
-        })
-        .collect();
-    match parts.len() {
-        1 => format!("({},)", parts[0]),
-        _ => format!("({})", parts.join(", ")),
-    }
-}
-
-/// Format a filter list as `deflate(4),shuffle(4)`.
-pub fn filters_str(filters: &[crate::format::messages::filter_pipeline::FilterSpec]) -> String {
-    filters
-        .iter()
-        .map(|f| {
-            let name = match filter_name(f.id) {
-                "unknown" => f.name.clone().unwrap_or_else(|| format!("filter{}", f.id)),
-                n => n.to_string(),
-            };
-            let cd: Vec<String> = f.client_data.iter().map(|v| v.to_string()).collect();
-            format!("{name}({})", cd.join(","))
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
 
 fn short(s: &str) -> String {
     let one_line = s.replace('\n', " ");
@@ -124,23 +90,23 @@ fn list(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
                         s.push_str(" null");
                     } else {
                         s.push(' ');
-                        s.push_str(&shape_str(&i.shape));
+                        s.push_str(&shape_text(&i.shape));
                     }
                     if let Some(m) = &i.max_shape {
                         if m != &i.shape {
-                            s.push_str(&format!(" max={}", shape_str(m)));
+                            s.push_str(&format!(" max={}", shape_text(m)));
                         }
                     }
                     s.push(' ');
                     s.push_str(i.layout);
                     if let Some(c) = &i.chunk_shape {
-                        s.push_str(&format!(" chunks={}", shape_str(c)));
+                        s.push_str(&format!(" chunks={}", shape_text(c)));
                     }
                     if let Some(x) = i.chunk_index {
                         s.push_str(&format!(" index={x}"));
                     }
                     if !i.filters.is_empty() {
-                        s.push_str(&format!(" filters={}", filters_str(&i.filters)));
+                        s.push_str(&format!(" filters={}", filters_text(&i.filters)));
                     }
                     if let Some(f) = &i.fill_value {
                         s.push_str(&format!(

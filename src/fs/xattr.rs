@@ -12,7 +12,6 @@
 //! The kernel caps xattr values and name lists at 64 KiB; larger ones answer `E2BIG`.
 
 use super::error::{FsError, FsResult};
-use crate::format::messages::filter_pipeline::FilterSpec;
 use crate::model::{Attribute, DatasetInfo};
 
 /// Prefix of every name we serve.
@@ -68,46 +67,7 @@ pub fn dataset_xattrs(info: &DatasetInfo) -> Vec<(String, String)> {
         .collect()
 }
 
-/// A shape as a Python tuple: `()`, `(5,)`, `(3, 4)`; `u64::MAX` (unlimited) is `None`.
-pub fn tuple(dims: &[u64]) -> String {
-    let parts: Vec<String> = dims
-        .iter()
-        .map(|&d| {
-            if d == u64::MAX {
-                "None".to_string()
-            } else {
-                d.to_string()
-            }
-        })
-        .collect();
-    match parts.len() {
-        1 => format!("({},)", parts[0]),
-        _ => format!("({})", parts.join(", ")),
-    }
-}
-
-/// A filter pipeline as `name(cd,...)` items joined by commas. Shuffle and Fletcher32 client
-/// data are set by the library (element size), not chosen by the user, and are left out.
-pub fn filters(specs: &[FilterSpec]) -> String {
-    specs
-        .iter()
-        .map(|f| {
-            let known = crate::filters::filter_name(f.id);
-            let name = match (known, &f.name) {
-                ("unknown", Some(n)) if !n.is_empty() => n.clone(),
-                ("unknown", _) => format!("filter{}", f.id),
-                (k, _) => k.to_string(),
-            };
-            if f.client_data.is_empty() || f.id == 2 || f.id == 3 {
-                name
-            } else {
-                let cd: Vec<String> = f.client_data.iter().map(|c| c.to_string()).collect();
-                format!("{name}({})", cd.join(","))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
+pub use crate::model::value::{filters_text as filters, shape_text as tuple};
 
 /// Whether an HDF5 attribute can be served as `user.<name>`.
 pub fn attr_visible(name: &str) -> bool {
@@ -151,6 +111,7 @@ pub fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::messages::filter_pipeline::FilterSpec;
 
     #[test]
     fn tuples_like_python() {

@@ -3,6 +3,7 @@
 //! on new lines. Used for xattrs and `inspect`.
 
 use crate::format::messages::datatype::{ByteOrder, Datatype, ReferenceKind, StringPad, TypeClass};
+use crate::format::messages::filter_pipeline::FilterSpec;
 
 /// Python's `repr` of a float given Rust's shortest round-trip scientific form (`{:e}`).
 fn py_float(sci: &str) -> String {
@@ -271,6 +272,47 @@ pub fn render_strings(shape: &[u64], items: &[String]) -> String {
     }
     let quoted: Vec<String> = items.iter().map(|s| format!("'{s}'")).collect();
     nest(shape, &quoted, 0)
+}
+
+/// A shape as a Python tuple: `()`, `(5,)`, `(3, 4)`; `u64::MAX` (unlimited) is `None`.
+pub fn shape_text(dims: &[u64]) -> String {
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|&d| {
+            if d == u64::MAX {
+                "None".to_string()
+            } else {
+                d.to_string()
+            }
+        })
+        .collect();
+    match parts.len() {
+        1 => format!("({},)", parts[0]),
+        _ => format!("({})", parts.join(", ")),
+    }
+}
+
+/// A filter pipeline as `name(cd,...)` items joined by commas. Shuffle and Fletcher32 client
+/// data are set by the library (element size), not chosen by the user, and are left out.
+pub fn filters_text(specs: &[FilterSpec]) -> String {
+    specs
+        .iter()
+        .map(|f| {
+            let known = crate::filters::filter_name(f.id);
+            let name = match (known, &f.name) {
+                ("unknown", Some(n)) if !n.is_empty() => n.clone(),
+                ("unknown", _) => format!("filter{}", f.id),
+                (k, _) => k.to_string(),
+            };
+            if f.client_data.is_empty() || f.id == 2 || f.id == 3 {
+                name
+            } else {
+                let cd: Vec<String> = f.client_data.iter().map(|c| c.to_string()).collect();
+                format!("{name}({})", cd.join(","))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]
