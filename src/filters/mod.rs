@@ -222,7 +222,7 @@ impl Pipeline {
                 let mut spare = std::mem::take(&mut sc.spare);
                 let out =
                     self.decode_with(input, filter_mask, expected_len, chunk_addr, &mut spare);
-                sc.spare = spare;
+                sc.spare = bounded(spare);
                 out
             })();
             match r {
@@ -321,11 +321,26 @@ impl Scratch {
     /// Keep `v` for the next chunk if it is larger than what is held (a pipeline of one
     /// stage that returns its input hands it back here).
     fn keep(&mut self, v: Vec<u8>) {
+        let v = bounded(v);
         if v.capacity() > self.input.capacity() {
             self.input = v;
         } else if v.capacity() > self.spare.capacity() {
             self.spare = v;
         }
+    }
+}
+
+/// Largest scratch buffer a thread keeps between chunks: room for the common 1 MiB chunk
+/// and its stored form. Larger chunks (16 MiB ones exist) get fresh buffers, so that every
+/// decoding thread holding two of them cannot add hundreds of MiB beyond the cache budget.
+const SCRATCH_KEEP: usize = (2 << 20) + STAGE_SLACK;
+
+/// `v`, or an empty vector if keeping `v` would hold more than [`SCRATCH_KEEP`].
+fn bounded(v: Vec<u8>) -> Vec<u8> {
+    if v.capacity() > SCRATCH_KEEP {
+        Vec::new()
+    } else {
+        v
     }
 }
 

@@ -40,6 +40,8 @@ pub const FWD_SKIP: u64 = 8 << 20;
 pub const MIN_PIECE: u64 = 1 << 20;
 /// Most read-ahead per stream, whatever the cache size.
 pub const MAX_WINDOW: u64 = 64 << 20;
+/// Bytes of a worker's read buffer (pieces are read through it in slices).
+const SINK_BYTES: usize = 1 << 20;
 /// Most jobs waiting; more are dropped.
 const MAX_QUEUED: usize = 256;
 /// Most streams remembered; beyond it, handles get no stream (reads still work).
@@ -241,13 +243,20 @@ impl Prefetcher {
             let job: Job = Box::new(move || {
                 SINK.with(|s| {
                     let mut s = s.borrow_mut();
-                    // `n` is at most the piece size, which fits the cache budget.
-                    let n = n as usize;
-                    if s.len() < n {
-                        s.resize(n, 0);
+                    if s.len() < SINK_BYTES {
+                        s.resize(SINK_BYTES, 0);
                     }
-                    // Errors are the reader's to report when it gets there.
-                    let _ = ds.read_at(off, &mut s[..n]);
+                    // A piece larger than the sink is read in slices: the first decodes the
+                    // chunk into the cache, the others are cache hits.
+                    let mut done = 0u64;
+                    while done < n {
+                        let k = (n - done).min(SINK_BYTES as u64) as usize;
+                        // Errors are the reader's to report when it gets there.
+                        match ds.read_at(off + done, &mut s[..k]) {
+                            Ok(got) if got > 0 => done += got as u64,
+                            _ => break,
+                        }
+                    }
                 });
             });
             if !self.pool.submit(job) {
