@@ -126,6 +126,16 @@ impl ChunkCache {
         key: CacheKey,
         load: impl FnOnce() -> Result<Option<Vec<u8>>>,
     ) -> Result<Option<Arc<[u8]>>> {
+        self.get_or_try_load_shared(key, || load().map(|o| o.map(Arc::from)))
+    }
+
+    /// Like [`ChunkCache::get_or_try_load`], for a loader that builds the shared buffer itself
+    /// (saving the copy of a `Vec` into an `Arc`).
+    pub fn get_or_try_load_shared(
+        &self,
+        key: CacheKey,
+        load: impl FnOnce() -> Result<Option<Arc<[u8]>>>,
+    ) -> Result<Option<Arc<[u8]>>> {
         let slot = {
             let mut st = lock(&self.state);
             if let Some(v) = st.lru.get(&key) {
@@ -150,7 +160,7 @@ impl ChunkCache {
             slot,
             finished: false,
         };
-        let outcome: Outcome = load().map(|o| o.map(Arc::from));
+        let outcome: Outcome = load();
         guard.finish(&outcome);
         outcome
     }

@@ -20,6 +20,9 @@
 //! PyTables). Every other id, notably sz/sz3 (32017/32024), is reported as
 //! [`Error::UnknownFilter`].
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
 
@@ -177,6 +180,72 @@ impl Pipeline {
         expected_len: usize,
         chunk_addr: u64,
     ) -> Result<Vec<u8>> {
+        self.decode_with(data, filter_mask, expected_len, chunk_addr, &mut Vec::new())
+    }
+
+    /// [`Pipeline::decode`] of the stored chunk at `chunk_addr`, `stored` bytes, read from
+    /// `storage`, straight into a shared buffer for the chunk cache. The stored bytes and the
+    /// intermediate stages live in per-thread scratch buffers that are reused from chunk to
+    /// chunk: a fresh multi-MiB buffer per stage costs page faults and zeroing that take as
+    /// long as the decoding itself. The only allocation per chunk is the result.
+    pub fn decode_from(
+        &self,
+        storage: &crate::io::Storage,
+        chunk_addr: u64,
+        stored: u64,
+        filter_mask: u32,
+        expected_len: usize,
+    ) -> Result<Arc<[u8]>> {
+        SCRATCH.with(|cell| {
+            // A re-entrant call (not expected) gets fresh buffers instead of a panic.
+            let mut taken;
+            let mut fresh = Scratch::default();
+            let sc: &mut Scratch = match cell.try_borrow_mut() {
+                Ok(b) => {
+                    taken = b;
+                    &mut taken
+                }
+                Err(_) => &mut fresh,
+            };
+            let mut input = std::mem::take(&mut sc.input);
+            let r = (|| {
+                let n = usize::try_from(stored)
+                    .ok()
+                    .filter(|_| stored <= storage.available(chunk_addr))
+                    .ok_or(Error::Truncated {
+                        what: "chunk",
+                        addr: chunk_addr,
+                    })?;
+                input.clear();
+                input.resize(n, 0);
+                storage.read_at(chunk_addr, &mut input, "chunk")?;
+                let mut spare = std::mem::take(&mut sc.spare);
+                let out =
+                    self.decode_with(input, filter_mask, expected_len, chunk_addr, &mut spare);
+                sc.spare = bounded(spare);
+                out
+            })();
+            match r {
+                Ok(v) => {
+                    let shared = Arc::from(&v[..]);
+                    sc.keep(v);
+                    Ok(shared)
+                }
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// The stage loop. `spare` is a buffer stages may write into (DEFLATE and SHUFFLE do);
+    /// on return it holds a buffer the caller may reuse.
+    fn decode_with(
+        &self,
+        data: Vec<u8>,
+        filter_mask: u32,
+        expected_len: usize,
+        chunk_addr: u64,
+        spare: &mut Vec<u8>,
+    ) -> Result<Vec<u8>> {
         let limit = expected_len.saturating_add(STAGE_SLACK);
         let mut buf = data;
         let mut last_id = None;
@@ -189,7 +258,7 @@ impl Pipeline {
                 cd: &spec.client_data,
                 limit,
             };
-            buf = decode_one(spec.id, buf, &stage).map_err(|e| match e {
+            buf = decode_reusing(spec.id, buf, &stage, spare).map_err(|e| match e {
                 StageError::Unknown => unknown(spec),
                 StageError::Failed(detail) => Error::Filter {
                     id: spec.id,
@@ -237,6 +306,92 @@ fn unknown(f: &FilterSpec) -> Error {
         (_, n) => n.to_string(),
     };
     Error::UnknownFilter { id: f.id, name }
+}
+
+/// Per-thread buffers of [`Pipeline::decode_from`].
+#[derive(Default)]
+struct Scratch {
+    /// Stored chunk bytes.
+    input: Vec<u8>,
+    /// The other stage buffer.
+    spare: Vec<u8>,
+}
+
+impl Scratch {
+    /// Keep `v` for the next chunk if it is larger than what is held (a pipeline of one
+    /// stage that returns its input hands it back here).
+    fn keep(&mut self, v: Vec<u8>) {
+        let v = bounded(v);
+        if v.capacity() > self.input.capacity() {
+            self.input = v;
+        } else if v.capacity() > self.spare.capacity() {
+            self.spare = v;
+        }
+    }
+}
+
+/// Largest scratch buffer a thread keeps between chunks: room for the common 1 MiB chunk
+/// and its stored form. Larger chunks (16 MiB ones exist) get fresh buffers, so that every
+/// decoding thread holding two of them cannot add hundreds of MiB beyond the cache budget.
+const SCRATCH_KEEP: usize = (2 << 20) + STAGE_SLACK;
+
+/// `v`, or an empty vector if keeping `v` would hold more than [`SCRATCH_KEEP`].
+fn bounded(v: Vec<u8>) -> Vec<u8> {
+    if v.capacity() > SCRATCH_KEEP {
+        Vec::new()
+    } else {
+        v
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// [`decode_one`], with DEFLATE and SHUFFLE writing into `spare` (grown without being cleared
+/// once it is large enough) and the consumed input left in `spare` for the next stage.
+fn decode_reusing(
+    id: u16,
+    data: Vec<u8>,
+    stage: &Stage,
+    spare: &mut Vec<u8>,
+) -> std::result::Result<Vec<u8>, StageError> {
+    let mut out = std::mem::take(spare);
+    match id {
+        ids::DEFLATE => {
+            if out.len() < stage.limit {
+                out.resize(stage.limit, 0);
+            }
+            let n = deflate::zlib_into(&data, &mut out[..stage.limit]).map_err(|e| match e {
+                libdeflater::DecompressionError::InsufficientSpace => {
+                    StageError::Failed(format!("inflates past the chunk size {}", stage.limit))
+                }
+                libdeflater::DecompressionError::BadData => {
+                    StageError::Failed("corrupt or truncated zlib stream".to_string())
+                }
+            })?;
+            out.truncate(n);
+        }
+        ids::SHUFFLE => {
+            let elem = match stage.cd.first() {
+                Some(&e) => e as usize,
+                None => return Err(StageError::Failed("missing element size (cd[0])".into())),
+            };
+            if elem <= 1 || data.len() < elem {
+                *spare = out;
+                return Ok(data);
+            }
+            // Truncating keeps the capacity; growing zeroes only the new tail.
+            out.resize(data.len(), 0);
+            shuffle::unshuffle(&data, &mut out, elem);
+        }
+        _ => {
+            *spare = out;
+            return decode_one(id, data, stage);
+        }
+    }
+    *spare = data;
+    Ok(out)
 }
 
 /// Undo one filter.

@@ -33,6 +33,11 @@ use super::{H5Fs, XattrReply};
 /// Largest request we ask the kernel for (reads and readahead).
 const MAX_REQUEST: u32 = 1 << 20;
 
+thread_local! {
+    /// The buffer each FUSE thread reads answers into (at most `read::MAX_READ` bytes).
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// How the filesystem is mounted (a plain mirror of the mount options the daemon accepts).
 #[derive(Clone, Debug)]
 pub struct MountOptions {
@@ -207,8 +212,8 @@ impl Filesystem for FuseFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.guard("open", |c| match c.open(ino.0, flags.0) {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+        self.guard("open", |c| match c.open_handle(ino.0, flags.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(Self::fail(c, "open", e)),
         })
     }
@@ -217,16 +222,39 @@ impl Filesystem for FuseFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.guard("read", |c| match c.read(ino.0, offset, size) {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(Self::fail(c, "read", e)),
+        self.guard("read", |c| {
+            // Each FUSE thread answers from its own reused buffer: no allocation or page
+            // faults per request.
+            READ_BUF.with(|b| {
+                let mut buf = b.borrow_mut();
+                match c.read_handle(ino.0, fh.0, offset, size, &mut buf) {
+                    Ok(()) => reply.data(&buf),
+                    Err(e) => reply.error(Self::fail(c, "read", e)),
+                }
+            })
+        })
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.guard("release", |c| {
+            c.release(fh.0);
+            reply.ok()
         })
     }
 

@@ -15,6 +15,7 @@ pub mod dir;
 pub mod error;
 pub mod fuse;
 pub mod inode;
+pub mod prefetch;
 pub mod read;
 pub mod xattr;
 
@@ -64,6 +65,8 @@ pub struct H5Fs {
     inodes: inode::InodeTable,
     listings: RwLock<HashMap<u64, Arc<Listing>>>,
     logged: Mutex<HashSet<String>>,
+    /// Open-file streams and the decode-ahead workers.
+    prefetch: prefetch::Prefetcher,
 }
 
 /// Debug builds only: a read of the object at the HDF5 path named by this environment
@@ -79,7 +82,9 @@ const X_OK: i32 = 1;
 impl H5Fs {
     pub fn new(file: Arc<File>, opts: FsOptions) -> H5Fs {
         let inodes = inode::InodeTable::new(file.root());
+        let prefetch = prefetch::Prefetcher::new(file.chunk_cache().capacity());
         H5Fs {
+            prefetch,
             file,
             opts,
             inodes,
@@ -327,8 +332,43 @@ impl H5Fs {
         }
     }
 
+    /// Open `ino` for reading as [`H5Fs::open`] does; returns a file handle whose sequential
+    /// reads ([`H5Fs::read_handle`]) decode ahead. Release it with [`H5Fs::release`].
+    pub fn open_handle(&self, ino: u64, flags: i32) -> FsResult<u64> {
+        self.open(ino, flags)?;
+        let node = self.node(ino)?;
+        let id = self.object(&node)?;
+        if self.kind(&node, id)? != ObjectKind::Dataset {
+            return Ok(0);
+        }
+        match self.file.dataset(id) {
+            Ok(ds) => Ok(self.prefetch.open(&ds)),
+            Err(e) => Err(FsError::model(&node.path, e)),
+        }
+    }
+
+    /// Forget file handle `fh`.
+    pub fn release(&self, fh: u64) {
+        self.prefetch.release(fh);
+    }
+
     /// Read `size` bytes at `offset` of `ino`.
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let mut out = Vec::new();
+        self.read_handle(ino, 0, offset, size, &mut out)?;
+        Ok(out)
+    }
+
+    /// Read `size` bytes at `offset` of `ino` through handle `fh` into `out` (resized to the
+    /// bytes read; a reused buffer keeps its pages, so a request costs no allocation).
+    pub fn read_handle(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        out: &mut Vec<u8>,
+    ) -> FsResult<()> {
         let node = self.node(ino)?;
         #[cfg(debug_assertions)]
         if std::env::var_os(TEST_PANIC_ENV).is_some_and(|p| p == node.path.as_str()) {
@@ -342,9 +382,13 @@ impl H5Fs {
                     .file
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
-                read::read(&ds, offset, size).map_err(|e| FsError::model(&node.path, e))
+                self.prefetch.on_read(fh, &ds, offset, u64::from(size));
+                read::read_into(&ds, offset, size, out).map_err(|e| FsError::model(&node.path, e))
             }
-            ObjectKind::NamedDatatype | ObjectKind::Unknown => Ok(Vec::new()),
+            ObjectKind::NamedDatatype | ObjectKind::Unknown => {
+                out.clear();
+                Ok(())
+            }
         }
     }
 

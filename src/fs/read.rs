@@ -18,19 +18,39 @@ pub fn read(ds: &Dataset, offset: u64, size: u32) -> Result<Vec<u8>> {
     read_image(ds.len(), offset, size, |off, buf| ds.read_at(off, buf))
 }
 
+/// [`read`] into `out`, which is resized to the answer. Growing `out` zeroes only the new
+/// bytes, so a buffer reused across requests is neither reallocated nor cleared.
+pub fn read_into(ds: &Dataset, offset: u64, size: u32, out: &mut Vec<u8>) -> Result<()> {
+    read_image_into(ds.len(), offset, size, out, |off, buf| ds.read_at(off, buf))
+}
+
 /// [`read`] over any image of `len` bytes served by `read_at`.
 pub fn read_image(
     len: u64,
     offset: u64,
     size: u32,
-    mut read_at: impl FnMut(u64, &mut [u8]) -> Result<usize>,
+    read_at: impl FnMut(u64, &mut [u8]) -> Result<usize>,
 ) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    read_image_into(len, offset, size, &mut out, read_at)?;
+    Ok(out)
+}
+
+/// [`read_image`] into a reused buffer.
+pub fn read_image_into(
+    len: u64,
+    offset: u64,
+    size: u32,
+    out: &mut Vec<u8>,
+    mut read_at: impl FnMut(u64, &mut [u8]) -> Result<usize>,
+) -> Result<()> {
     let want = len
         .saturating_sub(offset)
         .min(u64::from(size))
         .min(MAX_READ);
     // `want` <= MAX_READ, so the conversion cannot truncate.
-    let mut buf = vec![0u8; want as usize];
+    out.resize(want as usize, 0);
+    let buf = &mut out[..];
     let mut done = 0usize;
     while done < buf.len() {
         let pos = offset + done as u64;
@@ -44,7 +64,7 @@ pub fn read_image(
         }
         done = done.saturating_add(n);
     }
-    Ok(buf)
+    Ok(())
 }
 
 #[cfg(test)]

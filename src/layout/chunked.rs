@@ -33,7 +33,7 @@ use crate::format::messages::layout::{
 };
 use crate::io::{Storage, UNDEFINED_ADDR};
 
-use super::chunk_index::{self, ChunkIndex, IndexParams};
+use super::chunk_index::{self, ChunkIndex, ChunkRecord, IndexParams};
 use super::{fill_pattern, LayoutParams};
 
 /// HDF5 limits a chunk to less than 4 GiB (its size is a 32-bit quantity in the v1 B-tree
@@ -285,9 +285,10 @@ impl Chunked {
             .any(|((&c, &cd), &d)| c.saturating_add(1).saturating_mul(cd) > d)
     }
 
-    /// Read and decode the chunk at merged chunk coordinates `mcoords`; `None` if the index
-    /// has no such chunk.
-    fn load(&self, mcoords: &[u64]) -> Result<Option<Vec<u8>>> {
+    /// The index record of the chunk at merged chunk coordinates `mcoords` (`None`: never
+    /// written) and whether it is stored raw (no filters apply); a raw chunk is checked to be
+    /// full size and inside the file.
+    fn locate(&self, mcoords: &[u64]) -> Result<Option<(ChunkRecord, bool)>> {
         let mut coords = vec![0u64; self.geom.rank];
         for (&f, &c) in self.geom.first.iter().zip(mcoords) {
             if let Some(slot) = f.and_then(|i| coords.get_mut(i)) {
@@ -301,7 +302,8 @@ impl Chunked {
             return Ok(None);
         }
         let full = self.chunk_bytes as u64;
-        if !self.filtered || (self.raw_edges && self.is_partial_edge(&coords)) {
+        let raw = !self.filtered || (self.raw_edges && self.is_partial_edge(&coords));
+        if raw {
             if rec.size != 0 && rec.size < full {
                 return Err(Error::corrupt(
                     "chunk",
@@ -309,11 +311,38 @@ impl Chunked {
                     format!("unfiltered chunk of {} bytes, expected {full}", rec.size),
                 ));
             }
-            return self.storage.read_vec(rec.addr, full, "chunk").map(Some);
+            if full > self.storage.available(rec.addr) {
+                return Err(Error::Truncated {
+                    what: "chunk",
+                    addr: rec.addr,
+                });
+            }
         }
-        let data = self.storage.read_vec(rec.addr, rec.size, "chunk")?;
+        Ok(Some((rec, raw)))
+    }
+
+    /// Read and decode the chunk at merged chunk coordinates `mcoords`; `None` if the index
+    /// has no such chunk. The result is allocated once, as the cache's shared buffer.
+    fn load(&self, mcoords: &[u64]) -> Result<Option<Arc<[u8]>>> {
+        let Some((rec, raw)) = self.locate(mcoords)? else {
+            return Ok(None);
+        };
+        if raw {
+            // Read straight into the shared buffer (no intermediate vector to copy from).
+            let mut shared: Arc<[u8]> = std::iter::repeat_n(0u8, self.chunk_bytes).collect();
+            if let Some(b) = Arc::get_mut(&mut shared) {
+                self.storage.read_at(rec.addr, b, "chunk")?;
+            }
+            return Ok(Some(shared));
+        }
         self.pipeline
-            .decode(data, rec.filter_mask, self.chunk_bytes, rec.addr)
+            .decode_from(
+                &self.storage,
+                rec.addr,
+                rec.size,
+                rec.filter_mask,
+                self.chunk_bytes,
+            )
             .map(Some)
     }
 
@@ -341,6 +370,10 @@ impl Chunked {
                 .zip(lo.iter().zip(hi))
                 .all(|(c, (l, h))| l <= c && c <= h)
         };
+        // Unfiltered chunks with long row runs are copied from the file straight into `buf`
+        // (one `pread` per run): caching them would cost an extra copy and evict decoded
+        // chunks, and the kernel's page cache already holds the file.
+        let direct = !self.filtered && g.chunk[last_dim(m)].saturating_mul(self.es) >= DIRECT_RUN;
         let mut cc = vec![0u64; m];
         let mut scratch = Scratch {
             a: vec![0; m],
@@ -353,10 +386,19 @@ impl Chunked {
                 // A chunk is fetched once per read, by the first region touching it, which
                 // also serves the later regions: an uncached chunk is not decoded again.
                 if !(0..k).any(|j| inside(j, &cc)) {
-                    let chunk = self.fetch(&cc)?;
+                    let held;
+                    let src = if direct {
+                        match self.locate(&cc)? {
+                            Some((rec, _)) => Source::File(rec.addr),
+                            None => Source::Fill,
+                        }
+                    } else {
+                        held = self.fetch(&cc)?;
+                        held.as_deref().map_or(Source::Fill, Source::Mem)
+                    };
                     for (j, r) in regions.iter().enumerate().skip(k) {
                         if inside(j, &cc) {
-                            self.copy_chunk(r, &cc, chunk.as_deref(), offset, buf, &mut scratch)?;
+                            self.copy_chunk(r, &cc, src, offset, buf, &mut scratch)?;
                         }
                     }
                 }
@@ -376,7 +418,7 @@ impl Chunked {
             .zip(&self.geom.nstrides)
             .fold(0u64, |a, (&c, &n)| a + c * n);
         self.cache
-            .get_or_try_load((self.id, linear), || self.load(cc))
+            .get_or_try_load_shared((self.id, linear), || self.load(cc))
     }
 
     /// Copy region `r` ∩ chunk `cc` (merged coordinates), whose decoded bytes are `chunk`
@@ -385,7 +427,7 @@ impl Chunked {
         &self,
         r: &Region,
         cc: &[u64],
-        chunk: Option<&[u8]>,
+        chunk: Source<'_>,
         offset: u64,
         buf: &mut [u8],
         s: &mut Scratch,
@@ -416,8 +458,13 @@ impl Chunked {
             if lo < hi {
                 let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
                 match chunk {
-                    None => fill_pattern(dst, lo, self.fill.as_deref()),
-                    Some(data) => {
+                    Source::Fill => fill_pattern(dst, lo, self.fill.as_deref()),
+                    Source::File(addr) => {
+                        // `locate` checked that the whole chunk lies inside the file.
+                        let from = chk * es + (lo - img_lo);
+                        self.storage.read_at(addr + from, dst, "chunk")?;
+                    }
+                    Source::Mem(data) => {
                         let from = chk * es + (lo - img_lo);
                         let src = usize::try_from(from)
                             .ok()
@@ -440,6 +487,27 @@ impl Chunked {
         Ok(())
     }
 }
+
+/// Where the bytes of one chunk come from during a read.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// Never written: the fill value.
+    Fill,
+    /// Decoded, from the cache.
+    Mem(&'a [u8]),
+    /// Stored raw at this relative file address.
+    File(u64),
+}
+
+/// Index of the last merged dimension (`m` >= 1).
+fn last_dim(m: usize) -> usize {
+    m.saturating_sub(1)
+}
+
+/// Shortest row run (bytes) for which unfiltered chunks are read straight from the file
+/// instead of through the chunk cache: below it, one `pread` per run costs more than copying
+/// from a cached chunk.
+const DIRECT_RUN: u64 = 16 << 10;
 
 /// Per-read buffers reused across chunks: the intersection corners and the row cursor.
 struct Scratch {
@@ -696,6 +764,40 @@ mod tests {
         check_range(&f, 84_000, 1);
         let mut b = [0u8; 3];
         assert_eq!(f.reader.read_at(u64::MAX, &mut b).unwrap(), 0);
+    }
+
+    #[test]
+    fn long_unfiltered_runs_read_from_the_file_not_the_cache() {
+        // Chunks of 2 x 5000 four-byte elements span whole rows: 40,000-byte runs, read
+        // straight from the file. The middle chunk is missing (fill value).
+        let spec = Spec {
+            dims: &[6, 5000],
+            chunk: &[2, 5000],
+            es: 4,
+            fill: Some(vec![9, 8, 7, 6]),
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 1 << 20,
+        };
+        let f = fixture(spec, |cc| cc[0] != 1);
+        check_range(&f, 0, 120_000);
+        check_range(&f, 39_998, 4096);
+        check_range(&f, 79_999, 40_003);
+        check_range(&f, 119_000, 5000);
+        assert_eq!(f.cache.stats().misses + f.cache.stats().hits, 0);
+        // Columns split in two chunks: runs of 10,000 bytes go through the cache.
+        let spec = Spec {
+            dims: &[6, 5000],
+            chunk: &[2, 2500],
+            es: 4,
+            fill: None,
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 1 << 20,
+        };
+        let f = fixture(spec, |_| true);
+        check_range(&f, 1, 100_000);
+        assert!(f.cache.stats().misses > 0);
     }
 
     #[test]

@@ -1,0 +1,337 @@
+//! Sequential prefetch: decoding the chunks a streaming reader will ask for next, ahead of it,
+//! on a small pool of worker threads.
+//!
+//! Mechanism. Every `open` of a dataset gets its own file handle and a [`Stream`] record: the
+//! offset where the next sequential read is expected, a streak of sequential reads, and how far
+//! ahead work has been queued. A read counts as sequential when it starts near the expected
+//! offset: up to [`BACK_SKIP`] before it (the kernel's readahead requests, served by several
+//! FUSE threads, arrive slightly out of order) or [`FWD_SKIP`] after it (a reader that skips a
+//! little keeps its stream, as mountpoint-s3's prefetcher does). Anything else resets the
+//! stream, so random access never queues work. While a stream lasts, its window doubles from
+//! one piece up to a maximum, and the pieces between the last queued one and `end + window` are
+//! queued, each to be read once by a worker.
+//!
+//! A worker "reads" a piece through [`Dataset::read_at`] into a reused thread-local buffer:
+//! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`], whose
+//! single-flight makes a reader that catches up wait for the decode in flight rather than run
+//! it twice. A piece is one chunk's worth of image bytes (at least [`MIN_PIECE`]), aligned, so
+//! for chunks spanning whole trailing dimensions each job decodes exactly one chunk and the
+//! workers decode different chunks in parallel.
+//!
+//! Memory. Decoded chunks live only in the chunk cache: the window is capped at a quarter of
+//! the cache's capacity (so read-ahead data is not evicted by its own successors before it is
+//! read), and prefetch is off for a dataset whose piece does not fit twice in that quarter.
+//! Only filtered chunked datasets are prefetched: unfiltered ones cost one `pread` of the HDF5
+//! file, which the kernel's own readahead already serves. The job queue is bounded; when it is
+//! full, prefetch work is dropped (it is only a hint).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use crate::model::Dataset;
+
+/// How far before the expected offset a read may start and still continue its stream.
+pub const BACK_SKIP: u64 = 4 << 20;
+/// How far after the expected offset a read may start and still continue its stream.
+pub const FWD_SKIP: u64 = 8 << 20;
+/// Smallest piece queued as one job: small chunks are batched so a job is worth its overhead.
+pub const MIN_PIECE: u64 = 1 << 20;
+/// Most read-ahead per stream, whatever the cache size.
+pub const MAX_WINDOW: u64 = 64 << 20;
+/// Bytes of a worker's read buffer (pieces are read through it in slices).
+const SINK_BYTES: usize = 1 << 20;
+/// Most jobs waiting; more are dropped.
+const MAX_QUEUED: usize = 256;
+/// Most streams remembered; beyond it, handles get no stream (reads still work).
+const MAX_STREAMS: usize = 4096;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Sequential-read state of one open file handle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stream {
+    /// Where the next sequential read is expected.
+    next: u64,
+    /// Sequential reads in a row.
+    streak: u32,
+    /// Image offset up to which pieces have been queued.
+    ahead: u64,
+    /// Current read-ahead window in bytes.
+    window: u64,
+    /// Bytes of one piece (one job).
+    piece: u64,
+    /// Largest window.
+    max_window: u64,
+    /// Image length.
+    len: u64,
+}
+
+impl Stream {
+    /// A stream over an image of `len` bytes, queued in pieces of `piece` bytes with at most
+    /// `max_window` bytes ahead. Expects its first read at offset 0.
+    pub fn new(len: u64, piece: u64, max_window: u64) -> Stream {
+        let piece = piece.max(1);
+        Stream {
+            next: 0,
+            streak: 0,
+            ahead: 0,
+            window: piece,
+            piece,
+            max_window: max_window.max(piece),
+            len,
+        }
+    }
+
+    /// Record a read of `size` bytes at `offset`; the image ranges, piece-aligned, to queue.
+    pub fn on_read(&mut self, offset: u64, size: u64) -> Vec<(u64, u64)> {
+        let end = offset.saturating_add(size).min(self.len);
+        let sequential =
+            offset >= self.next.saturating_sub(BACK_SKIP) && offset <= self.next + FWD_SKIP;
+        if !sequential {
+            self.streak = 0;
+            self.next = end;
+            self.ahead = 0;
+            self.window = self.piece;
+            return Vec::new();
+        }
+        self.streak = self.streak.saturating_add(1);
+        self.next = self.next.max(end);
+        if self.streak > 1 {
+            self.window = self.window.saturating_mul(2).min(self.max_window);
+        }
+        // Start at the first piece after the read: the piece holding `end` is being decoded
+        // by the reader itself.
+        let from = self
+            .ahead
+            .max(end.div_ceil(self.piece).saturating_mul(self.piece));
+        let target = self.next.saturating_add(self.window).min(self.len);
+        let mut out = Vec::new();
+        let mut p = from;
+        while p < target {
+            let n = self.piece.min(self.len - p);
+            out.push((p, n));
+            p += n;
+        }
+        self.ahead = self.ahead.max(p);
+        out
+    }
+}
+
+/// A fixed set of worker threads running queued jobs.
+#[derive(Debug)]
+struct Pool {
+    shared: Arc<PoolShared>,
+}
+
+#[derive(Debug, Default)]
+struct PoolShared {
+    queue: Mutex<VecDeque<JobBox>>,
+    ready: Condvar,
+}
+
+/// `Job` with a `Debug` impl, so the structures holding it can derive `Debug`.
+struct JobBox(Job);
+
+impl std::fmt::Debug for JobBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobBox")
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Pool {
+    fn new(workers: usize) -> Pool {
+        let shared = Arc::new(PoolShared::default());
+        for i in 0..workers {
+            let s = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("h5-prefetch-{i}"))
+                .spawn(move || loop {
+                    let job = {
+                        let mut q = lock(&s.queue);
+                        loop {
+                            if let Some(j) = q.pop_front() {
+                                break j;
+                            }
+                            q = s.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+                        }
+                    };
+                    // A panicking job must not take the worker with it.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job.0));
+                });
+            if spawned.is_err() {
+                // Fewer workers (or none: jobs then wait forever and prefetch does nothing).
+                break;
+            }
+        }
+        Pool { shared }
+    }
+
+    /// Queue `job` unless the queue is full.
+    fn submit(&self, job: Job) -> bool {
+        let mut q = lock(&self.shared.queue);
+        if q.len() >= MAX_QUEUED {
+            return false;
+        }
+        q.push_back(JobBox(job));
+        drop(q);
+        self.shared.ready.notify_one();
+        true
+    }
+}
+
+thread_local! {
+    /// The buffer a worker reads pieces into; kept between jobs so its pages stay mapped.
+    static SINK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Per-handle streams and the worker pool.
+#[derive(Debug)]
+pub struct Prefetcher {
+    pool: Pool,
+    streams: Mutex<HashMap<u64, Stream>>,
+    next_fh: AtomicU64,
+    /// Read-ahead budget per stream: a quarter of the chunk cache, at most [`MAX_WINDOW`].
+    budget: u64,
+}
+
+impl Prefetcher {
+    /// Workers sized to the cores; `cache_bytes` is the chunk cache capacity.
+    pub fn new(cache_bytes: u64) -> Prefetcher {
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+        Prefetcher {
+            pool: Pool::new(workers),
+            streams: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            budget: (cache_bytes / 4).min(MAX_WINDOW),
+        }
+    }
+
+    /// A new file handle for `ds`, with a stream if the dataset is worth prefetching.
+    pub fn open(&self, ds: &Dataset) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Some(piece) = piece_bytes(ds) {
+            if piece.saturating_mul(2) <= self.budget {
+                let mut map = lock(&self.streams);
+                if map.len() < MAX_STREAMS {
+                    map.insert(fh, Stream::new(ds.len(), piece, self.budget));
+                }
+            }
+        }
+        fh
+    }
+
+    /// Forget handle `fh`.
+    pub fn release(&self, fh: u64) {
+        lock(&self.streams).remove(&fh);
+    }
+
+    /// Note a read of `size` bytes at `offset` through handle `fh` of `ds`, queueing any
+    /// read-ahead it calls for.
+    pub fn on_read(&self, fh: u64, ds: &Arc<Dataset>, offset: u64, size: u64) {
+        let pieces = match lock(&self.streams).get_mut(&fh) {
+            Some(s) => s.on_read(offset, size),
+            None => return,
+        };
+        for (off, n) in pieces {
+            let ds = ds.clone();
+            let job: Job = Box::new(move || {
+                SINK.with(|s| {
+                    let mut s = s.borrow_mut();
+                    if s.len() < SINK_BYTES {
+                        s.resize(SINK_BYTES, 0);
+                    }
+                    // A piece larger than the sink is read in slices: the first decodes the
+                    // chunk into the cache, the others are cache hits.
+                    let mut done = 0u64;
+                    while done < n {
+                        let k = (n - done).min(SINK_BYTES as u64) as usize;
+                        // Errors are the reader's to report when it gets there.
+                        match ds.read_at(off + done, &mut s[..k]) {
+                            Ok(got) if got > 0 => done += got as u64,
+                            _ => break,
+                        }
+                    }
+                });
+            });
+            if !self.pool.submit(job) {
+                break;
+            }
+        }
+    }
+}
+
+/// Image bytes of one prefetch job for `ds`, or `None` if `ds` is not worth prefetching
+/// (not chunked, or no filters: served by `pread` and the kernel's readahead).
+fn piece_bytes(ds: &Dataset) -> Option<u64> {
+    let info = &ds.info;
+    if info.layout != "chunked" || info.filters.is_empty() || ds.is_empty() {
+        return None;
+    }
+    let npoints = info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+    let es = ds.len().checked_div(npoints)?;
+    let chunk = info
+        .chunk_shape
+        .as_ref()?
+        .iter()
+        .try_fold(es, |a, &d| a.checked_mul(d))?;
+    Some(chunk.max(MIN_PIECE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: u64 = 1 << 20;
+
+    #[test]
+    fn sequential_reads_open_a_growing_window() {
+        let mut s = Stream::new(100 * M, M, 8 * M);
+        // First read at 0: the next piece is queued.
+        assert_eq!(s.on_read(0, M), vec![(M, M)]);
+        // The window doubles: 2 MiB past the read end, minus what is queued.
+        assert_eq!(s.on_read(M, M), vec![(2 * M, M), (3 * M, M)]);
+        let q = s.on_read(2 * M, M);
+        assert_eq!(q.first(), Some(&(4 * M, M)));
+        assert_eq!(q.last(), Some(&(6 * M, M)));
+        // Capped at the maximum window.
+        for i in 3..20 {
+            let q = s.on_read(i * M, M);
+            assert!(q.iter().all(|&(o, _)| o + M <= (i + 1) * M + 8 * M));
+        }
+    }
+
+    #[test]
+    fn small_skips_keep_the_stream_and_random_reads_queue_nothing() {
+        let mut s = Stream::new(1000 * M, M, 8 * M);
+        s.on_read(0, M);
+        s.on_read(M, M);
+        // Out-of-order arrival of a slightly earlier request keeps the stream.
+        s.on_read(0, M);
+        assert_eq!(s.streak, 3);
+        // A forward skip within the limit too.
+        assert!(!s.on_read(5 * M, M).is_empty() || s.ahead > 6 * M);
+        assert_eq!(s.streak, 4);
+        // A far jump resets; the next far jumps never queue.
+        for off in [500 * M, 100 * M, 900 * M, 300 * M] {
+            assert!(s.on_read(off, 4096).is_empty());
+        }
+        // Two reads in a row after a jump start a new stream.
+        assert!(!s.on_read(300 * M + 4096, M).is_empty());
+    }
+
+    #[test]
+    fn pieces_stay_inside_the_image() {
+        let mut s = Stream::new(3 * M + 5, M, 64 * M);
+        let mut all = s.on_read(0, M);
+        all.extend(s.on_read(M, M));
+        all.extend(s.on_read(2 * M, M));
+        assert_eq!(all, vec![(M, M), (2 * M, M), (3 * M, 5)]);
+        assert!(s.on_read(3 * M, M).is_empty());
+    }
+}
