@@ -16,6 +16,7 @@ pub mod error;
 pub mod fuse;
 pub mod inode;
 pub mod read;
+pub mod views;
 pub mod xattr;
 
 use std::collections::{HashMap, HashSet};
@@ -30,6 +31,7 @@ pub use inode::{Node, NodeKind, ROOT_INO};
 pub use xattr::XattrReply;
 
 use crate::model::{File, Link, LinkTarget, ObjectId, ObjectKind};
+use crate::views::ViewOptions;
 
 /// How the mounted tree presents itself (owner, fallback times).
 #[derive(Clone, Debug)]
@@ -41,6 +43,8 @@ pub struct FsOptions {
     pub file_mtime: SystemTime,
     /// Size of the HDF5 file, reported by `statfs`.
     pub file_size: u64,
+    /// Which views to serve (see [`views`]); text for variable-length data is always on.
+    pub views: ViewOptions,
 }
 
 /// Most distinct failures remembered for log-once; beyond it, failures are logged every time
@@ -64,6 +68,7 @@ pub struct H5Fs {
     inodes: inode::InodeTable,
     listings: RwLock<HashMap<u64, Arc<Listing>>>,
     logged: Mutex<HashSet<String>>,
+    views: views::Views,
 }
 
 /// Debug builds only: a read of the object at the HDF5 path named by this environment
@@ -79,12 +84,14 @@ const X_OK: i32 = 1;
 impl H5Fs {
     pub fn new(file: Arc<File>, opts: FsOptions) -> H5Fs {
         let inodes = inode::InodeTable::new(file.root());
+        let views = views::Views::new(opts.views);
         H5Fs {
             file,
             opts,
             inodes,
             listings: RwLock::new(HashMap::new()),
             logged: Mutex::new(HashSet::new()),
+            views,
         }
     }
 
@@ -142,8 +149,10 @@ impl H5Fs {
         let link = self
             .file
             .lookup(id, name)
-            .map_err(|e| FsError::model(&node.path, e))?
-            .ok_or_else(enoent)?;
+            .map_err(|e| FsError::model(&node.path, e))?;
+        let Some(link) = link else {
+            return self.lookup_sidecar(&node, id, name);
+        };
         let child = self.child(&node, &link).ok_or_else(enoent)?;
         self.getattr(child.ino)
     }
@@ -203,6 +212,9 @@ impl H5Fs {
 
     /// Attributes of `ino`.
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        if views::is_sidecar(ino) {
+            return self.sidecar_getattr(ino);
+        }
         let node = self.node(ino)?;
         if let Some(a) = node.attr.get() {
             return Ok(*a);
@@ -221,10 +233,15 @@ impl H5Fs {
                 let kind = self.kind(&node, id)?;
                 let (fkind, size) = match kind {
                     ObjectKind::Group => (FileKind::Directory, 0),
-                    ObjectKind::Dataset => match self.file.dataset(id) {
-                        Ok(ds) => (FileKind::RegularFile, ds.len()),
+                    ObjectKind::Dataset => match self
+                        .file
+                        .dataset(id)
+                        .map_err(|e| FsError::model(&node.path, e))
+                        .and_then(|ds| self.served_len(&node, &ds))
+                    {
+                        Ok(len) => (FileKind::RegularFile, len),
                         Err(e) => {
-                            self.log_error("getattr", &FsError::model(&node.path, e));
+                            self.log_error("getattr", &e);
                             (FileKind::RegularFile, 0)
                         }
                     },
@@ -252,6 +269,9 @@ impl H5Fs {
     pub fn listing(&self, ino: u64) -> FsResult<Arc<Listing>> {
         if let Some(l) = self.cached_listing(ino) {
             return Ok(l);
+        }
+        if views::is_sidecar(ino) {
+            return Err(FsError::Errno(libc::ENOTDIR));
         }
         let node = self.node(ino)?;
         let id = self.group(&node)?;
@@ -289,6 +309,7 @@ impl H5Fs {
                 name: link.name.clone(),
             });
         }
+        self.add_sidecars(&node, &mut entries);
         let listing = Arc::new(Listing::new(entries));
         let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
         Ok(map.entry(ino).or_insert(listing).clone())
@@ -301,10 +322,13 @@ impl H5Fs {
 
     /// Open `ino` for reading; any write intent is `EROFS`.
     pub fn open(&self, ino: u64, flags: i32) -> FsResult<()> {
-        let node = self.node(ino)?;
         if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
             return Err(FsError::Errno(libc::EROFS));
         }
+        if views::is_sidecar(ino) {
+            return self.sidecar_open(ino);
+        }
+        let node = self.node(ino)?;
         let id = self.object(&node)?;
         match self.kind(&node, id)? {
             ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
@@ -313,15 +337,7 @@ impl H5Fs {
                     .file
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
-                // An empty image needs no reader. Otherwise an empty read reports a dataset
-                // that cannot be served at all (unsupported layout or type, broken layout
-                // message) at open, not at each read.
-                if ds.is_empty() {
-                    return Ok(());
-                }
-                ds.read_at(0, &mut [])
-                    .map(|_| ())
-                    .map_err(|e| FsError::model(&node.path, e))
+                self.open_dataset(&node, &ds)
             }
             ObjectKind::NamedDatatype | ObjectKind::Unknown => Ok(()),
         }
@@ -329,6 +345,9 @@ impl H5Fs {
 
     /// Read `size` bytes at `offset` of `ino`.
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        if views::is_sidecar(ino) {
+            return self.sidecar_read(ino, offset, size);
+        }
         let node = self.node(ino)?;
         #[cfg(debug_assertions)]
         if std::env::var_os(TEST_PANIC_ENV).is_some_and(|p| p == node.path.as_str()) {
@@ -342,7 +361,7 @@ impl H5Fs {
                     .file
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
-                read::read(&ds, offset, size).map_err(|e| FsError::model(&node.path, e))
+                self.read_dataset(&node, &ds, offset, size)
             }
             ObjectKind::NamedDatatype | ObjectKind::Unknown => Ok(Vec::new()),
         }
@@ -350,6 +369,9 @@ impl H5Fs {
 
     /// The text of symlink `ino`.
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
+        if views::is_sidecar(ino) {
+            return Err(FsError::Errno(libc::EINVAL));
+        }
         match &self.node(ino)?.kind {
             NodeKind::Symlink { target } => Ok(target.as_bytes().to_vec()),
             NodeKind::Object(_) => Err(FsError::Errno(libc::EINVAL)),
@@ -410,6 +432,9 @@ impl H5Fs {
 
     /// `getxattr`: the value of `name` (size query when `size` is 0).
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
+        if views::is_sidecar(ino) {
+            return Err(FsError::Errno(libc::ENODATA));
+        }
         let node = self.node(ino)?;
         let nodata = FsError::Errno(libc::ENODATA);
         // `ls -l` asks for security and ACL attributes of every file: answer without
@@ -429,6 +454,9 @@ impl H5Fs {
 
     /// `listxattr`: the NUL-separated names (size query when `size` is 0).
     pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<XattrReply> {
+        if views::is_sidecar(ino) {
+            return xattr::reply(Vec::new(), size);
+        }
         let node = self.node(ino)?;
         let all = self.xattrs(&node)?;
         let list = xattr::name_list(all.iter().map(|(k, _)| k.as_str()));
