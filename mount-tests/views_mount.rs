@@ -124,6 +124,11 @@ fn check_file(m: &Mount, f: &Arc<File>, objects: &Value, opts: &ViewOptions) -> 
                 assert!(ino < SIDECAR_BASE, "{name}: real link shadowed");
                 continue;
             }
+            if base.len() > 255 {
+                // Longer than a directory entry can be: not shown.
+                assert!(!listing.contains(&base), "{name}: overlong name listed");
+                continue;
+            }
             let Some(v) = set.sidecar(kind.name_suffix()) else {
                 assert!(!path.exists(), "{name} shown but not offered");
                 assert!(!listing.contains(&base), "{name} listed but not offered");

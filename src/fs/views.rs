@@ -25,7 +25,7 @@ use super::error::{FsError, FsResult};
 use super::inode::{self, Node, NodeKind};
 use super::{read, H5Fs};
 use crate::model::{Dataset, ObjectId, ObjectKind};
-use crate::views::{View, ViewKind, ViewOptions, ViewSet};
+use crate::views::{ByteOrderMode, View, ViewKind, ViewOptions, ViewSet};
 
 /// First sidecar inode number (see the module docs for why the range is free).
 pub const SIDECAR_BASE: u64 = 3 << 62;
@@ -90,7 +90,8 @@ impl Views {
         self.opts.npy || self.opts.envi
     }
 
-    /// The set of dataset `ino`, built by `build` on first use.
+    /// The set of dataset `ino`, built by `build` on first use. Sets without any view are
+    /// not kept (they would hold the dataset; rebuilding one reads nothing).
     pub fn set(&self, ino: u64, build: impl FnOnce(&ViewOptions) -> ViewSet) -> Arc<ViewSet> {
         if let Some(s) = self
             .sets
@@ -101,6 +102,9 @@ impl Views {
             return s.clone();
         }
         let built = Arc::new(build(&self.opts));
+        if built.primary.is_none() && built.sidecars.is_empty() {
+            return built;
+        }
         let mut map = self.sets.write().unwrap_or_else(|e| e.into_inner());
         map.entry(ino).or_insert(built).clone()
     }
@@ -146,6 +150,10 @@ impl H5Fs {
 
     /// What the dataset file of `node` serves instead of the raw image, if anything.
     fn primary(&self, node: &Node, ds: &Arc<Dataset>) -> Option<Arc<ViewSet>> {
+        // The common case, decided without building a set: fixed-size data as stored.
+        if ds.info.dtype.is_fixed_size() && self.views.opts.byte_order == ByteOrderMode::AsStored {
+            return None;
+        }
         let set = self.view_set(node, ds);
         set.primary.is_some().then_some(set)
     }
