@@ -40,7 +40,8 @@ struct Cli {
     /// Mount options, comma separated (repeatable): ro, allow_other, allow_root,
     /// default_permissions (on by default; nodefault_permissions turns it off),
     /// auto_unmount, uid=N, gid=N, fsname=NAME, subtype=NAME, cache_size=SIZE, threads=N,
-    /// allow_external_paths (follow external storage names outside the file's directory);
+    /// allow_external_paths (follow external storage names outside the file's directory),
+    /// npy, envi, byte_order=native|little|big (see Views);
     /// fstab options (noauto, nofail, _netdev, user, x-*, ...) are ignored; rw is refused.
     #[arg(
         short = 'o',
@@ -48,6 +49,19 @@ struct Cli {
         help_heading = "Mount options"
     )]
     options: Vec<String>,
+
+    /// Also serve NAME.npy (NumPy format) beside every fixed-size dataset (-o npy).
+    #[arg(long, help_heading = "Views")]
+    npy: bool,
+
+    /// Also serve NAME.hdr (ENVI header) beside 1- to 3-D numeric datasets (-o envi).
+    #[arg(long, help_heading = "Views")]
+    envi: bool,
+
+    /// Serve numbers in this byte order: native, little or big (-o byte_order=...)
+    /// [default: as stored].
+    #[arg(long, value_name = "ORDER", value_parser = config::parse_byte_order, help_heading = "Views")]
+    byte_order: Option<h5mount::views::ByteOrderMode>,
 
     /// Stay in the foreground (default: return once the mount answers, serve in background).
     #[arg(short, long, help_heading = "Process")]
@@ -116,6 +130,11 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     if let Some(n) = cli.threads {
         c.threads = n;
     }
+    c.npy |= cli.npy;
+    c.envi |= cli.envi;
+    if let Some(b) = cli.byte_order {
+        c.byte_order = b;
+    }
     c.foreground = cli.foreground || cli.daemon_child;
     c.daemon_child = cli.daemon_child;
     c.verbose = cli.verbose;
@@ -159,6 +178,21 @@ mod tests {
         assert_eq!((c.threads, c.cache_size), (2, 1 << 20));
         assert!(parse(&["h5mount", "f.h5", "/m", "-o", "rw"]).is_err());
         assert!(parse(&["h5mount", "f.h5"]).is_err());
+        let Ok(Command::Mount(c)) = parse(&[
+            "h5mount",
+            "--npy",
+            "--byte-order",
+            "native",
+            "f.h5",
+            "/m",
+            "-o",
+            "envi",
+        ]) else {
+            panic!("not a mount");
+        };
+        assert!(c.npy && c.envi);
+        assert_eq!(c.byte_order, h5mount::views::ByteOrderMode::Native);
+        assert!(parse(&["h5mount", "--byte-order", "odd", "f.h5", "/m"]).is_err());
     }
 
     #[test]

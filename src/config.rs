@@ -8,6 +8,8 @@
 
 use std::path::PathBuf;
 
+use h5mount::views::{ByteOrderMode, ViewOptions};
+
 /// Worker threads serving requests when not told otherwise.
 pub const DEFAULT_THREADS: usize = 4;
 /// Most worker threads accepted (each holds a 1 MiB request buffer).
@@ -42,6 +44,13 @@ pub struct Config {
     /// Follow external storage file names that are absolute or climb out of the HDF5 file's
     /// directory (`-o allow_external_paths`; off: such datasets fail their reads).
     pub allow_external_paths: bool,
+    /// `NAME.npy` beside every fixed-size dataset (`--npy`, `-o npy`).
+    pub npy: bool,
+    /// `NAME.hdr` ENVI headers beside 1- to 3-D numeric datasets (`--envi`, `-o envi`).
+    pub envi: bool,
+    /// Byte order numbers are served in (`--byte-order`, `-o byte_order=`; default as
+    /// stored).
+    pub byte_order: ByteOrderMode,
 }
 
 impl Config {
@@ -65,6 +74,19 @@ impl Config {
             verbose: 0,
             log_file: None,
             allow_external_paths: false,
+            npy: false,
+            envi: false,
+            byte_order: ByteOrderMode::AsStored,
+        }
+    }
+
+    /// The views to serve: the flags, plus text for variable-length data, always on.
+    pub fn views(&self) -> ViewOptions {
+        ViewOptions {
+            npy: self.npy,
+            envi: self.envi,
+            text: true,
+            byte_order: self.byte_order,
         }
     }
 
@@ -97,6 +119,9 @@ impl Config {
             "nodefault_permissions" | "no_default_permissions" => self.default_permissions = false,
             "auto_unmount" => self.auto_unmount = true,
             "allow_external_paths" => self.allow_external_paths = true,
+            "npy" => self.npy = true,
+            "envi" => self.envi = true,
+            "byte_order" => self.byte_order = parse_byte_order(need()?)?,
             "uid" => self.uid = Some(parse_id(key, need()?)?),
             "gid" => self.gid = Some(parse_id(key, need()?)?),
             "fsname" => self.fsname = Some(need()?.to_string()),
@@ -129,6 +154,16 @@ impl Config {
 fn parse_id(key: &str, v: &str) -> Result<u32, String> {
     v.parse()
         .map_err(|_| format!("option {key}={v}: not a numeric id"))
+}
+
+/// `--byte-order`/`byte_order=`: `native`, `little` or `big`.
+pub fn parse_byte_order(v: &str) -> Result<ByteOrderMode, String> {
+    match v {
+        "native" => Ok(ByteOrderMode::Native),
+        "little" => Ok(ByteOrderMode::Little),
+        "big" => Ok(ByteOrderMode::Big),
+        _ => Err(format!("byte_order={v}: expected native, little or big")),
+    }
 }
 
 /// Worker thread count: 1 to [`MAX_THREADS`].
@@ -222,5 +257,19 @@ mod tests {
         let mut c = cfg();
         c.apply_options("allow_external_paths").unwrap();
         assert!(c.allow_external_paths);
+        assert!(cfg().apply_options("byte_order=middle").is_err());
+        assert!(cfg().apply_options("byte_order").is_err());
+    }
+
+    #[test]
+    fn view_options() {
+        let v = cfg().views();
+        assert!(!v.npy && !v.envi && v.text, "only text by default");
+        assert_eq!(v.byte_order, ByteOrderMode::AsStored);
+        let mut c = cfg();
+        c.apply_options("npy,envi,byte_order=big").unwrap();
+        let v = c.views();
+        assert!(v.npy && v.envi);
+        assert_eq!(v.byte_order, ByteOrderMode::Big);
     }
 }

@@ -78,6 +78,7 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
             gid: cfg.gid.unwrap_or(meta.gid()),
             file_mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             file_size: meta.len(),
+            views: cfg.views(),
         },
         mount_dev: mp_meta.dev(),
     })

@@ -8,6 +8,8 @@
 //!
 //! Soft and external links are not objects: each `(parent inode, name)` pair gets its own
 //! number from a counter starting at [`LINK_BASE`], remembered for the life of the mount.
+//! Sidecar view files (`NAME.npy`, `NAME.hdr`) are not in this table: `super::views` numbers
+//! them from `views::SIDECAR_BASE` (3 * 2^62), above every range handed out here.
 //!
 //! Nodes are never forgotten (the kernel's `forget` is ignored): the table grows with the
 //! number of distinct objects and links visited, which the file bounds.

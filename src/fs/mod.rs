@@ -17,6 +17,7 @@ pub mod fuse;
 pub mod inode;
 pub mod prefetch;
 pub mod read;
+pub mod views;
 pub mod xattr;
 
 use std::collections::{HashMap, HashSet};
@@ -31,6 +32,7 @@ pub use inode::{Node, NodeKind, ROOT_INO};
 pub use xattr::XattrReply;
 
 use crate::model::{File, Link, LinkTarget, ObjectId, ObjectKind};
+use crate::views::ViewOptions;
 
 /// How the mounted tree presents itself (owner, fallback times).
 #[derive(Clone, Debug)]
@@ -42,6 +44,8 @@ pub struct FsOptions {
     pub file_mtime: SystemTime,
     /// Size of the HDF5 file, reported by `statfs`.
     pub file_size: u64,
+    /// Which views to serve (see [`views`]); text for variable-length data is always on.
+    pub views: ViewOptions,
 }
 
 /// Most distinct failures remembered for log-once; beyond it, failures are logged every time
@@ -67,6 +71,7 @@ pub struct H5Fs {
     logged: Mutex<HashSet<String>>,
     /// Open-file streams and the decode-ahead workers.
     prefetch: prefetch::Prefetcher,
+    views: views::Views,
 }
 
 /// Debug builds only: a read of the object at the HDF5 path named by this environment
@@ -83,6 +88,7 @@ impl H5Fs {
     pub fn new(file: Arc<File>, opts: FsOptions) -> H5Fs {
         let inodes = inode::InodeTable::new(file.root());
         let prefetch = prefetch::Prefetcher::new(file.chunk_cache().capacity());
+        let views = views::Views::new(opts.views);
         H5Fs {
             prefetch,
             file,
@@ -90,6 +96,7 @@ impl H5Fs {
             inodes,
             listings: RwLock::new(HashMap::new()),
             logged: Mutex::new(HashSet::new()),
+            views,
         }
     }
 
@@ -147,8 +154,10 @@ impl H5Fs {
         let link = self
             .file
             .lookup(id, name)
-            .map_err(|e| FsError::model(&node.path, e))?
-            .ok_or_else(enoent)?;
+            .map_err(|e| FsError::model(&node.path, e))?;
+        let Some(link) = link else {
+            return self.lookup_sidecar(&node, id, name);
+        };
         let child = self.child(&node, &link).ok_or_else(enoent)?;
         self.getattr(child.ino)
     }
@@ -208,6 +217,9 @@ impl H5Fs {
 
     /// Attributes of `ino`.
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        if views::is_sidecar(ino) {
+            return self.sidecar_getattr(ino);
+        }
         let node = self.node(ino)?;
         if let Some(a) = node.attr.get() {
             return Ok(*a);
@@ -226,10 +238,15 @@ impl H5Fs {
                 let kind = self.kind(&node, id)?;
                 let (fkind, size) = match kind {
                     ObjectKind::Group => (FileKind::Directory, 0),
-                    ObjectKind::Dataset => match self.file.dataset(id) {
-                        Ok(ds) => (FileKind::RegularFile, ds.len()),
+                    ObjectKind::Dataset => match self
+                        .file
+                        .dataset(id)
+                        .map_err(|e| FsError::model(&node.path, e))
+                        .and_then(|ds| self.served_len(&node, &ds))
+                    {
+                        Ok(len) => (FileKind::RegularFile, len),
                         Err(e) => {
-                            self.log_error("getattr", &FsError::model(&node.path, e));
+                            self.log_error("getattr", &e);
                             (FileKind::RegularFile, 0)
                         }
                     },
@@ -257,6 +274,9 @@ impl H5Fs {
     pub fn listing(&self, ino: u64) -> FsResult<Arc<Listing>> {
         if let Some(l) = self.cached_listing(ino) {
             return Ok(l);
+        }
+        if views::is_sidecar(ino) {
+            return Err(FsError::Errno(libc::ENOTDIR));
         }
         let node = self.node(ino)?;
         let id = self.group(&node)?;
@@ -294,6 +314,7 @@ impl H5Fs {
                 name: link.name.clone(),
             });
         }
+        self.add_sidecars(&node, &mut entries);
         let listing = Arc::new(Listing::new(entries));
         let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
         Ok(map.entry(ino).or_insert(listing).clone())
@@ -306,10 +327,13 @@ impl H5Fs {
 
     /// Open `ino` for reading; any write intent is `EROFS`.
     pub fn open(&self, ino: u64, flags: i32) -> FsResult<()> {
-        let node = self.node(ino)?;
         if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
             return Err(FsError::Errno(libc::EROFS));
         }
+        if views::is_sidecar(ino) {
+            return self.sidecar_open(ino);
+        }
+        let node = self.node(ino)?;
         let id = self.object(&node)?;
         match self.kind(&node, id)? {
             ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
@@ -318,15 +342,7 @@ impl H5Fs {
                     .file
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
-                // An empty image needs no reader. Otherwise an empty read reports a dataset
-                // that cannot be served at all (unsupported layout or type, broken layout
-                // message) at open, not at each read.
-                if ds.is_empty() {
-                    return Ok(());
-                }
-                ds.read_at(0, &mut [])
-                    .map(|_| ())
-                    .map_err(|e| FsError::model(&node.path, e))
+                self.open_dataset(&node, &ds)
             }
             ObjectKind::NamedDatatype | ObjectKind::Unknown => Ok(()),
         }
@@ -369,6 +385,10 @@ impl H5Fs {
         size: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<()> {
+        if views::is_sidecar(ino) {
+            *out = self.sidecar_read(ino, offset, size)?;
+            return Ok(());
+        }
         let node = self.node(ino)?;
         #[cfg(debug_assertions)]
         if std::env::var_os(TEST_PANIC_ENV).is_some_and(|p| p == node.path.as_str()) {
@@ -382,6 +402,11 @@ impl H5Fs {
                     .file
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
+                if self.has_primary_view(&node, &ds) {
+                    // A view (byte order, text) replaces the raw bytes.
+                    *out = self.read_dataset(&node, &ds, offset, size)?;
+                    return Ok(());
+                }
                 self.prefetch.on_read(fh, &ds, offset, u64::from(size));
                 read::read_into(&ds, offset, size, out).map_err(|e| FsError::model(&node.path, e))
             }
@@ -394,6 +419,9 @@ impl H5Fs {
 
     /// The text of symlink `ino`.
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
+        if views::is_sidecar(ino) {
+            return Err(FsError::Errno(libc::EINVAL));
+        }
         match &self.node(ino)?.kind {
             NodeKind::Symlink { target } => Ok(target.as_bytes().to_vec()),
             NodeKind::Object(_) => Err(FsError::Errno(libc::EINVAL)),
@@ -454,6 +482,9 @@ impl H5Fs {
 
     /// `getxattr`: the value of `name` (size query when `size` is 0).
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
+        if views::is_sidecar(ino) {
+            return Err(FsError::Errno(libc::ENODATA));
+        }
         let node = self.node(ino)?;
         let nodata = FsError::Errno(libc::ENODATA);
         // `ls -l` asks for security and ACL attributes of every file: answer without
@@ -473,6 +504,9 @@ impl H5Fs {
 
     /// `listxattr`: the NUL-separated names (size query when `size` is 0).
     pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<XattrReply> {
+        if views::is_sidecar(ino) {
+            return xattr::reply(Vec::new(), size);
+        }
         let node = self.node(ino)?;
         let all = self.xattrs(&node)?;
         let list = xattr::name_list(all.iter().map(|(k, _)| k.as_str()));

@@ -1,0 +1,393 @@
+//! The views of [`crate::views`] at the mount: per-dataset view sets, and sidecar inodes.
+//!
+//! Every dataset gets its [`ViewSet`] built once, on first `getattr`/`open`/`read` or listing,
+//! and kept for the mount, keyed by the dataset's inode (building reads no data). When the set
+//! has a primary view (byte-order conversion, or the text of a variable-length dataset), the
+//! dataset file serves it instead of the raw image, and its size is the view's length.
+//!
+//! Sidecars (`NAME.npy`, `NAME.hdr`) are regular 0444 files with their own inode numbers,
+//! derived from the dataset's inode and the sidecar's slot: `SIDECAR_BASE + 2 * ino + slot`.
+//! Object inodes are below `inode::LINK_BASE` (2^62), link inodes count up from there, and
+//! fallback inodes count up from 2^63, so the range from [`SIDECAR_BASE`] (3 * 2^62) is free
+//! for sidecars of every dataset whose inode is below 2^61 (a file of 2 EiB); a dataset with a
+//! larger inode (only a corrupt file has one) gets no sidecars. A sidecar is remembered from
+//! the listing or lookup that showed it, so later requests on its inode find the dataset.
+//!
+//! A sidecar never shadows a real link: the listing drops a sidecar whose name is taken, and
+//! a lookup finds the real link first; either way one log line says so.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use super::attr::{Attr, FileKind};
+use super::dir::{self, DirEntry};
+use super::error::{FsError, FsResult};
+use super::inode::{self, Node, NodeKind};
+use super::{read, H5Fs};
+use crate::model::{Dataset, ObjectId, ObjectKind};
+use crate::views::{ByteOrderMode, View, ViewKind, ViewOptions, ViewSet};
+
+/// First sidecar inode number (see the module docs for why the range is free).
+pub const SIDECAR_BASE: u64 = 3 << 62;
+
+/// Datasets with an inode at or above this get no sidecars (their numbers would overflow).
+const MAX_DATASET_INO: u64 = 1 << 61;
+
+/// Sidecar kinds, in slot order.
+const SLOTS: [ViewKind; 2] = [ViewKind::Npy, ViewKind::EnviHeader];
+
+/// True when `ino` is in the sidecar range.
+pub fn is_sidecar(ino: u64) -> bool {
+    ino >= SIDECAR_BASE
+}
+
+/// The inode of the sidecar of `kind` of the dataset `ds_ino`, if it can have one.
+pub fn sidecar_ino(ds_ino: u64, kind: ViewKind) -> Option<u64> {
+    let slot = SLOTS.iter().position(|&k| k == kind)? as u64;
+    if ds_ino >= MAX_DATASET_INO {
+        return None;
+    }
+    // ds_ino < 2^61, so 3 * 2^62 + 2 * ds_ino + 1 < 2^64.
+    Some(SIDECAR_BASE + 2 * ds_ino + slot)
+}
+
+/// The dataset inode and kind a sidecar inode stands for.
+pub fn sidecar_parts(ino: u64) -> Option<(u64, ViewKind)> {
+    let rel = ino.checked_sub(SIDECAR_BASE)?;
+    let kind = *SLOTS.get((rel % 2) as usize)?;
+    Some((rel / 2, kind))
+}
+
+/// A sidecar handed out to the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sidecar {
+    /// The dataset's inode.
+    pub dataset: u64,
+    pub kind: ViewKind,
+    /// HDF5 path of the dataset plus the suffix (for messages).
+    pub path: String,
+}
+
+/// The view sets of a mount and the sidecars shown so far.
+#[derive(Debug)]
+pub struct Views {
+    pub opts: ViewOptions,
+    sets: RwLock<HashMap<u64, Arc<ViewSet>>>,
+    sidecars: RwLock<HashMap<u64, Sidecar>>,
+}
+
+impl Views {
+    pub fn new(opts: ViewOptions) -> Views {
+        Views {
+            opts,
+            sets: RwLock::new(HashMap::new()),
+            sidecars: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// True when some sidecar kind is switched on (listings then look at datasets).
+    pub fn any_sidecars(&self) -> bool {
+        self.opts.npy || self.opts.envi
+    }
+
+    /// The set of dataset `ino`, built by `build` on first use. Sets without any view are
+    /// not kept (they would hold the dataset; rebuilding one reads nothing).
+    pub fn set(&self, ino: u64, build: impl FnOnce(&ViewOptions) -> ViewSet) -> Arc<ViewSet> {
+        if let Some(s) = self
+            .sets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ino)
+        {
+            return s.clone();
+        }
+        let built = Arc::new(build(&self.opts));
+        if built.primary.is_none() && built.sidecars.is_empty() {
+            return built;
+        }
+        let mut map = self.sets.write().unwrap_or_else(|e| e.into_inner());
+        map.entry(ino).or_insert(built).clone()
+    }
+
+    /// Remember a sidecar handed out (idempotent).
+    pub fn remember(&self, ino: u64, sidecar: Sidecar) {
+        let mut map = self.sidecars.write().unwrap_or_else(|e| e.into_inner());
+        map.entry(ino).or_insert(sidecar);
+    }
+
+    /// The sidecar of `ino`, if it was handed out.
+    pub fn sidecar(&self, ino: u64) -> Option<Sidecar> {
+        let map = self.sidecars.read().unwrap_or_else(|e| e.into_inner());
+        map.get(&ino).cloned()
+    }
+}
+
+/// The view of `kind` among the sidecars of `set`.
+pub fn find_sidecar(set: &ViewSet, kind: ViewKind) -> Option<&View> {
+    set.sidecars.iter().find(|v| v.kind() == kind)
+}
+
+/// The dataset name and sidecar kind `name` would be a sidecar of, when its suffix is one.
+pub fn split_sidecar_name(name: &str) -> Option<(&str, ViewKind)> {
+    SLOTS.iter().find_map(|&k| {
+        name.strip_suffix(k.name_suffix())
+            .filter(|base| !base.is_empty())
+            .map(|base| (base, k))
+    })
+}
+
+impl H5Fs {
+    /// The view set of the dataset `ds` shown as `node` (built once).
+    pub(super) fn view_set(&self, node: &Node, ds: &Arc<Dataset>) -> Arc<ViewSet> {
+        self.views.set(node.ino, |opts| {
+            let set = ViewSet::for_dataset(&self.file, ds, opts);
+            for (kind, why) in &set.skipped {
+                log::debug!("{}: no {kind:?} view: {why}", node.path);
+            }
+            set
+        })
+    }
+
+    /// What the dataset file of `node` serves instead of the raw image, if anything.
+    fn primary(&self, node: &Node, ds: &Arc<Dataset>) -> Option<Arc<ViewSet>> {
+        // The common case, decided without building a set: fixed-size data as stored.
+        if ds.info.dtype.is_fixed_size() && self.views.opts.byte_order == ByteOrderMode::AsStored {
+            return None;
+        }
+        let set = self.view_set(node, ds);
+        set.primary.is_some().then_some(set)
+    }
+
+    /// Size of the dataset file of `node`: the primary view's length, else the image's.
+    pub(super) fn served_len(&self, node: &Node, ds: &Arc<Dataset>) -> FsResult<u64> {
+        match self.primary(node, ds) {
+            Some(set) => view_len(&node.path, set.primary.as_ref()),
+            None => Ok(ds.len()),
+        }
+    }
+
+    /// `open` of the dataset file of `node`: a primary view must measure itself (the text
+    /// view reads its strings here, once); otherwise the image must be servable.
+    pub(super) fn open_dataset(&self, node: &Node, ds: &Arc<Dataset>) -> FsResult<()> {
+        if let Some(set) = self.primary(node, ds) {
+            if set.primary.as_ref().map(View::kind) == Some(ViewKind::Text) {
+                return view_len(&node.path, set.primary.as_ref()).map(|_| ());
+            }
+        }
+        // An empty image needs no reader. Otherwise an empty read reports a dataset that
+        // cannot be served at all (unsupported layout or type, broken layout message) at
+        // open, not at each read.
+        if ds.is_empty() {
+            return Ok(());
+        }
+        ds.read_at(0, &mut [])
+            .map(|_| ())
+            .map_err(|e| FsError::model(&node.path, e))
+    }
+
+    /// `read` of the dataset file of `node`.
+    /// Whether reads of this dataset file are served by a view instead of the raw bytes.
+    pub(super) fn has_primary_view(&self, node: &Node, ds: &Arc<Dataset>) -> bool {
+        self.primary(node, ds).is_some()
+    }
+
+    pub(super) fn read_dataset(
+        &self,
+        node: &Node,
+        ds: &Arc<Dataset>,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Vec<u8>> {
+        match self.primary(node, ds) {
+            Some(set) => read_view(&node.path, set.primary.as_ref(), offset, size),
+            None => read::read(ds, offset, size).map_err(|e| FsError::model(&node.path, e)),
+        }
+    }
+
+    /// The dataset node, dataset and view set behind sidecar inode `ino`.
+    fn sidecar_target(&self, ino: u64) -> FsResult<(Sidecar, Arc<Dataset>, Arc<ViewSet>)> {
+        let sc = self
+            .views
+            .sidecar(ino)
+            .ok_or(FsError::Errno(libc::ENOENT))?;
+        let node = self.node(sc.dataset)?;
+        let id = self.object(&node)?;
+        let ds = self
+            .file
+            .dataset(id)
+            .map_err(|e| FsError::model(&node.path, e))?;
+        let set = self.view_set(&node, &ds);
+        Ok((sc, ds, set))
+    }
+
+    /// `getattr` of a sidecar.
+    pub(super) fn sidecar_getattr(&self, ino: u64) -> FsResult<Attr> {
+        let (sc, _, set) = self.sidecar_target(ino)?;
+        let size = view_len(&sc.path, find_sidecar(&set, sc.kind))?;
+        // Owner and time of the dataset.
+        let a = self.getattr(sc.dataset)?;
+        Ok(Attr::new(
+            ino,
+            FileKind::RegularFile,
+            size,
+            (a.uid, a.gid),
+            a.mtime,
+        ))
+    }
+
+    /// `open` of a sidecar: an `.npy` of a dataset that cannot be read fails like it.
+    pub(super) fn sidecar_open(&self, ino: u64) -> FsResult<()> {
+        let (sc, ds, _) = self.sidecar_target(ino)?;
+        if sc.kind == ViewKind::Npy && !ds.is_empty() {
+            ds.read_at(0, &mut [])
+                .map_err(|e| FsError::model(&sc.path, e))?;
+        }
+        Ok(())
+    }
+
+    /// `read` of a sidecar.
+    pub(super) fn sidecar_read(&self, ino: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let (sc, _, set) = self.sidecar_target(ino)?;
+        read_view(&sc.path, find_sidecar(&set, sc.kind), offset, size)
+    }
+
+    /// The sidecar of kind `kind` of the dataset `child`, if it has one; the
+    /// sidecar is remembered so its inode can be served.
+    fn sidecar_of(&self, child: &Node, kind: ViewKind) -> Option<u64> {
+        let id = child.object()?;
+        if !matches!(self.file.kind(id), Ok(ObjectKind::Dataset)) {
+            return None;
+        }
+        let ds = self.file.dataset(id).ok()?;
+        let set = self.view_set(child, &ds);
+        find_sidecar(&set, kind)?;
+        let ino = sidecar_ino(child.ino, kind)?;
+        let name = format!("{}{}", child.path, kind.name_suffix());
+        self.views.remember(
+            ino,
+            Sidecar {
+                dataset: child.ino,
+                kind,
+                path: name,
+            },
+        );
+        Some(ino)
+    }
+
+    /// Add the sidecars of the datasets among `entries` (the listing of `dir`); a sidecar
+    /// whose name is a real link is left out, with a log line.
+    pub(super) fn add_sidecars(&self, dir: &Node, entries: &mut Vec<DirEntry>) {
+        if !self.views.any_sidecars() {
+            return;
+        }
+        let taken: HashSet<String> = entries.iter().map(|e| e.name.clone()).collect();
+        let mut extra = Vec::new();
+        for e in entries.iter() {
+            if e.kind != FileKind::RegularFile {
+                continue;
+            }
+            let Some(child) = self.inodes.get(e.ino) else {
+                continue;
+            };
+            if !matches!(child.kind, NodeKind::Object(_)) {
+                continue;
+            }
+            for kind in SLOTS {
+                let name = format!("{}{}", e.name, kind.name_suffix());
+                let Some(ino) = self.sidecar_of(&child, kind) else {
+                    continue;
+                };
+                if taken.contains(&name) {
+                    let path = inode::join_path(&dir.path, &name);
+                    self.log_once(&path, || {
+                        format!("sidecar {path:?} not shown: a real link has that name")
+                    });
+                    continue;
+                }
+                if dir::bad_name(&name).is_some() {
+                    continue;
+                }
+                extra.push(DirEntry {
+                    ino,
+                    kind: FileKind::RegularFile,
+                    name,
+                });
+            }
+        }
+        entries.extend(extra);
+    }
+
+    /// Lookup of `name` in `dir` when no real link has that name: the sidecar it names, if
+    /// any (`ENOENT` otherwise).
+    pub(super) fn lookup_sidecar(
+        &self,
+        dir: &Node,
+        dir_id: ObjectId,
+        name: &str,
+    ) -> FsResult<Attr> {
+        let enoent = || FsError::Errno(libc::ENOENT);
+        if !self.views.any_sidecars() || dir::bad_name(name).is_some() {
+            return Err(enoent());
+        }
+        let (base, kind) = split_sidecar_name(name).ok_or_else(enoent)?;
+        let link = self
+            .file
+            .lookup(dir_id, base)
+            .map_err(|e| FsError::model(&dir.path, e))?
+            .ok_or_else(enoent)?;
+        let child = self.child(dir, &link).ok_or_else(enoent)?;
+        let ino = self.sidecar_of(&child, kind).ok_or_else(enoent)?;
+        self.getattr(ino)
+    }
+}
+
+/// Length of `view`, errors naming `path`.
+fn view_len(path: &str, view: Option<&View>) -> FsResult<u64> {
+    let view = view.ok_or(FsError::Errno(libc::ENOENT))?;
+    view.len().map_err(|e| FsError::model(path, e))
+}
+
+/// Bytes `offset..offset + size` of `view`.
+fn read_view(path: &str, view: Option<&View>, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+    let view = view.ok_or(FsError::Errno(libc::ENOENT))?;
+    let len = view.len().map_err(|e| FsError::model(path, e))?;
+    read::read_image(len, offset, size, |off, buf| view.read_at(off, buf))
+        .map_err(|e| FsError::model(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::inode::LINK_BASE;
+
+    #[test]
+    fn sidecar_numbers_round_trip_and_stay_clear_of_other_ranges() {
+        for ds in [2u64, 802, (1 << 61) - 1] {
+            for kind in SLOTS {
+                let ino = sidecar_ino(ds, kind).unwrap();
+                assert!(is_sidecar(ino) && ino > LINK_BASE && ino >= 1 << 63);
+                assert_eq!(sidecar_parts(ino), Some((ds, kind)));
+            }
+        }
+        assert_ne!(
+            sidecar_ino(802, ViewKind::Npy),
+            sidecar_ino(802, ViewKind::EnviHeader)
+        );
+        assert_eq!(sidecar_ino(1 << 61, ViewKind::Npy), None);
+        assert_eq!(sidecar_ino(u64::MAX, ViewKind::Npy), None);
+        assert_eq!(sidecar_ino(2, ViewKind::Text), None);
+        assert!(!is_sidecar(LINK_BASE) && !is_sidecar(1 << 63));
+        assert_eq!(sidecar_parts(5), None);
+    }
+
+    #[test]
+    fn sidecar_names() {
+        assert_eq!(split_sidecar_name("a.npy"), Some(("a", ViewKind::Npy)));
+        assert_eq!(
+            split_sidecar_name("x.y.hdr"),
+            Some(("x.y", ViewKind::EnviHeader))
+        );
+        assert_eq!(split_sidecar_name(".npy"), None);
+        assert_eq!(split_sidecar_name("a.txt"), None);
+    }
+}
