@@ -352,6 +352,9 @@ impl H5Fs {
     /// reads ([`H5Fs::read_handle`]) decode ahead. Release it with [`H5Fs::release`].
     pub fn open_handle(&self, ino: u64, flags: i32) -> FsResult<u64> {
         self.open(ino, flags)?;
+        if views::is_sidecar(ino) {
+            return Ok(0);
+        }
         let node = self.node(ino)?;
         let id = self.object(&node)?;
         if self.kind(&node, id)? != ObjectKind::Dataset {
