@@ -4,8 +4,9 @@
 //! creation index when tracked, the fractal heap address, the v2 B-tree (type 8) address over
 //! name hashes and, when indexed, the v2 B-tree (type 9) address over creation order.
 
+use super::link_info::DenseInfo;
 use crate::error::Result;
-use crate::io::{Cursor, Sizes};
+use crate::io::Sizes;
 
 /// Flag bit 0: creation order is tracked.
 pub const TRACK_ORDER: u8 = 0x01;
@@ -27,29 +28,15 @@ pub struct AttributeInfo {
 
 impl AttributeInfo {
     pub fn parse(data: &[u8], addr: u64, sizes: Sizes) -> Result<AttributeInfo> {
-        let mut c = Cursor::new(data, addr, "attribute info message");
-        super::expect_version(&mut c, &[0])?;
-        let flags = c.u8()?;
-        if flags & !(TRACK_ORDER | INDEX_ORDER) != 0 {
-            return Err(c.corrupt(format!("reserved flag bits set ({flags:#04x})")));
-        }
-        let track_order = flags & TRACK_ORDER != 0;
-        let index_order = flags & INDEX_ORDER != 0;
-        let max_creation_index = if track_order { Some(c.u16()?) } else { None };
-        let heap_addr = c.offset(sizes)?;
-        let name_btree_addr = c.offset(sizes)?;
-        let order_btree_addr = if index_order {
-            Some(c.offset(sizes)?)
-        } else {
-            None
-        };
+        let d = DenseInfo::parse(data, addr, sizes, "attribute info message", 2)?;
         Ok(AttributeInfo {
-            track_order,
-            index_order,
-            max_creation_index,
-            heap_addr,
-            name_btree_addr,
-            order_btree_addr,
+            track_order: d.track_order,
+            index_order: d.index_order,
+            // Read from two bytes, so it fits.
+            max_creation_index: d.max_creation_index.map(|v| v as u16),
+            heap_addr: d.heap_addr,
+            name_btree_addr: d.name_btree_addr,
+            order_btree_addr: d.order_btree_addr,
         })
     }
 }

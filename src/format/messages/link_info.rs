@@ -28,9 +28,27 @@ pub struct LinkInfo {
     pub order_btree_addr: Option<u64>,
 }
 
-impl LinkInfo {
-    pub fn parse(data: &[u8], addr: u64, sizes: Sizes) -> Result<LinkInfo> {
-        let mut c = Cursor::new(data, addr, "link info message");
+/// The fields link info and attribute info messages share: flags, optional maximum creation
+/// index (`order_width` bytes: 8 for links, 2 for attributes), fractal heap, name index and
+/// optional creation-order index.
+pub(super) struct DenseInfo {
+    pub track_order: bool,
+    pub index_order: bool,
+    pub max_creation_index: Option<u64>,
+    pub heap_addr: u64,
+    pub name_btree_addr: u64,
+    pub order_btree_addr: Option<u64>,
+}
+
+impl DenseInfo {
+    pub(super) fn parse(
+        data: &[u8],
+        addr: u64,
+        sizes: Sizes,
+        what: &'static str,
+        order_width: usize,
+    ) -> Result<DenseInfo> {
+        let mut c = Cursor::new(data, addr, what);
         super::expect_version(&mut c, &[0])?;
         let flags = c.u8()?;
         if flags & !(TRACK_ORDER | INDEX_ORDER) != 0 {
@@ -38,7 +56,11 @@ impl LinkInfo {
         }
         let track_order = flags & TRACK_ORDER != 0;
         let index_order = flags & INDEX_ORDER != 0;
-        let max_creation_index = if track_order { Some(c.u64()?) } else { None };
+        let max_creation_index = if track_order {
+            Some(c.uint(order_width)?)
+        } else {
+            None
+        };
         let heap_addr = c.offset(sizes)?;
         let name_btree_addr = c.offset(sizes)?;
         let order_btree_addr = if index_order {
@@ -46,13 +68,27 @@ impl LinkInfo {
         } else {
             None
         };
-        Ok(LinkInfo {
+        Ok(DenseInfo {
             track_order,
             index_order,
             max_creation_index,
             heap_addr,
             name_btree_addr,
             order_btree_addr,
+        })
+    }
+}
+
+impl LinkInfo {
+    pub fn parse(data: &[u8], addr: u64, sizes: Sizes) -> Result<LinkInfo> {
+        let d = DenseInfo::parse(data, addr, sizes, "link info message", 8)?;
+        Ok(LinkInfo {
+            track_order: d.track_order,
+            index_order: d.index_order,
+            max_creation_index: d.max_creation_index,
+            heap_addr: d.heap_addr,
+            name_btree_addr: d.name_btree_addr,
+            order_btree_addr: d.order_btree_addr,
         })
     }
 }
