@@ -238,11 +238,7 @@ mod tests {
             .collect()
     }
 
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len() / 2)
-            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::io::testutil::hex;
 
     /// Compare whole and pseudo-random range reads with h5py's bytes for every dataset of the
     /// manifest written by `testdata/make_fixtures.py`. Skipped unless

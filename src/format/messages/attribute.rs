@@ -137,12 +137,7 @@ mod tests {
     use crate::error::Error;
     use crate::format::messages::dataspace::DataspaceKind;
 
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::io::testutil::hex;
 
     fn parse(h: &str) -> Result<AttributeMessage> {
         AttributeMessage::parse(&hex(h), 0x700, Sizes::DEFAULT)

@@ -115,12 +115,7 @@ fn lengths(c: &mut Cursor<'_>, n: usize, sizes: Sizes) -> Result<Vec<u64>> {
 mod tests {
     use super::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::io::testutil::hex;
 
     fn parse(b: &[u8]) -> Result<Dataspace> {
         Dataspace::parse(b, 0x40, Sizes::DEFAULT)

@@ -74,12 +74,7 @@ mod tests {
     use super::*;
     use crate::error::Error;
 
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::io::testutil::hex;
 
     #[test]
     fn real_two_segments() {

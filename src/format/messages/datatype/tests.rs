@@ -6,12 +6,7 @@ use super::*;
 use crate::error::Error;
 use crate::format::limits::MAX_TYPE_DEPTH;
 
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
+use crate::io::testutil::hex;
 
 fn parse(b: &[u8]) -> Result<Datatype> {
     Datatype::parse(b, 0x100, Sizes::DEFAULT)
