@@ -62,10 +62,7 @@ impl BtreeV2Header {
     /// Read and check the header at `addr` and derive the node geometry.
     pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<BtreeV2Header> {
         let len = 4 + 1 + 1 + 4 + 2 + 2 + 1 + 1 + sizes.offset as u64 + 2 + sizes.length as u64;
-        let buf = storage.read_vec(addr, len + CHECKSUM as u64, WHAT)?;
-        if !crate::io::checksum::verify_lookup3(&buf) {
-            return Err(Error::Checksum { what: WHAT, addr });
-        }
+        let buf = storage.read_checksummed(addr, len + CHECKSUM as u64, WHAT)?;
         let mut c = Cursor::new(&buf, addr, WHAT);
         c.signature(b"BTHD")?;
         let version = c.u8()?;
@@ -315,10 +312,7 @@ pub fn read_node(
             "node contents exceed the node size",
         ));
     }
-    let buf = storage.read_vec(addr, (used + CHECKSUM) as u64, what)?;
-    if !crate::io::checksum::verify_lookup3(&buf) {
-        return Err(Error::Checksum { what, addr });
-    }
+    let buf = storage.read_checksummed(addr, (used + CHECKSUM) as u64, what)?;
     let mut c = Cursor::new(&buf, addr, what);
     c.signature(if depth == 0 { b"BTLF" } else { b"BTIN" })?;
     let version = c.u8()?;

@@ -21,7 +21,6 @@ use crate::error::{Error, Result};
 use crate::format::fixed_array::{
     bit_msb_first, check_element_size, decode_chunk_element, ChunkElement,
 };
-use crate::io::checksum::verify_lookup3;
 use crate::io::{Cursor, Sizes, Storage};
 
 /// Largest page-bits value accepted (libhdf5 writes 10); keeps every shift in range.
@@ -103,10 +102,7 @@ impl ExtensibleArrayHeader {
     pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ExtensibleArrayHeader> {
         const WHAT: &str = "extensible array header";
         let len = 12 + 6 * sizes.length as usize + sizes.offset as usize + 4;
-        let buf = storage.read_vec(addr, len as u64, WHAT)?;
-        if !verify_lookup3(&buf) {
-            return Err(Error::Checksum { what: WHAT, addr });
-        }
+        let buf = storage.read_checksummed(addr, len as u64, WHAT)?;
         let mut c = Cursor::new(&buf, addr, WHAT);
         c.signature(b"EAHD")?;
         let version = c.u8()?;
@@ -285,15 +281,6 @@ fn block_prefix(
     Ok(())
 }
 
-/// Read `len` bytes at `addr` and verify their trailing checksum.
-fn read_checked(storage: &Storage, addr: u64, len: u64, what: &'static str) -> Result<Vec<u8>> {
-    let buf = storage.read_vec(addr, len, what)?;
-    if !verify_lookup3(&buf) {
-        return Err(Error::Checksum { what, addr });
-    }
-    Ok(buf)
-}
-
 impl ExtensibleArrayIndexBlock {
     /// Read and verify the index block of `hdr`.
     pub fn read(storage: &Storage, hdr: &ExtensibleArrayHeader, sizes: Sizes) -> Result<Self> {
@@ -303,7 +290,7 @@ impl ExtensibleArrayIndexBlock {
         let nelem_bytes = hdr.index_elements as usize * hdr.element_size as usize;
         let (nd, ns) = (hdr.iblock_ndblk_addrs(), hdr.iblock_nsblk_addrs());
         let len = 6 + o + nelem_bytes + (nd + ns) * o + 4;
-        let buf = read_checked(storage, addr, len as u64, WHAT)?;
+        let buf = storage.read_checksummed(addr, len as u64, WHAT)?;
         let mut c = Cursor::new(&buf, addr, WHAT);
         block_prefix(&mut c, b"EAIB", hdr, sizes)?;
         let elements = c.bytes(nelem_bytes)?.to_vec();
@@ -353,7 +340,7 @@ impl ExtensibleArraySuperBlock {
             .and_then(|b| b.checked_add(info.ndblks.checked_mul(o)?))
             .and_then(|l| l.checked_add(6 + o + hdr.arr_off_size() as u64 + 4))
             .ok_or_else(|| Error::corrupt(WHAT, addr, "size overflow"))?;
-        let buf = read_checked(storage, addr, len, WHAT)?;
+        let buf = storage.read_checksummed(addr, len, WHAT)?;
         let mut c = Cursor::new(&buf, addr, WHAT);
         block_prefix(&mut c, b"EASB", hdr, sizes)?;
         let block_offset = c.uint(hdr.arr_off_size())?;
@@ -400,7 +387,7 @@ pub fn read_data_block(
     let len = nbytes
         .checked_add(dblock_prefix_len(hdr, sizes))
         .ok_or_else(|| Error::corrupt(WHAT, addr, "size overflow"))?;
-    let buf = read_checked(storage, addr, len, WHAT)?;
+    let buf = storage.read_checksummed(addr, len, WHAT)?;
     let mut c = Cursor::new(&buf, addr, WHAT);
     block_prefix(&mut c, b"EADB", hdr, sizes)?;
     c.skip(hdr.arr_off_size())?;
@@ -424,7 +411,7 @@ pub fn read_data_block_page(
         .and_then(|o| o.checked_add(dblock_prefix_len(hdr, sizes)))
         .and_then(|o| o.checked_add(dblk_addr))
         .ok_or_else(overflow)?;
-    let mut buf = read_checked(storage, page_addr, nbytes + 4, WHAT)?;
+    let mut buf = storage.read_checksummed(page_addr, nbytes + 4, WHAT)?;
     buf.truncate(nbytes as usize);
     Ok(buf)
 }

@@ -16,7 +16,6 @@
 //! Lengths").
 
 use crate::error::{Error, Result};
-use crate::io::checksum::verify_lookup3;
 use crate::io::{Cursor, Sizes, Storage, UNDEFINED_ADDR};
 
 /// Client id of an array of unfiltered chunk addresses.
@@ -126,10 +125,7 @@ impl FixedArrayHeader {
     pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<FixedArrayHeader> {
         const WHAT: &str = "fixed array header";
         let len = 4 + 1 + 1 + 1 + 1 + sizes.length as usize + sizes.offset as usize + 4;
-        let buf = storage.read_vec(addr, len as u64, WHAT)?;
-        if !verify_lookup3(&buf) {
-            return Err(Error::Checksum { what: WHAT, addr });
-        }
+        let buf = storage.read_checksummed(addr, len as u64, WHAT)?;
         let mut c = Cursor::new(&buf, addr, WHAT);
         c.signature(b"FAHD")?;
         let version = c.u8()?;
@@ -211,10 +207,7 @@ impl FixedArrayDataBlock {
             .checked_add(bitmap_len)
             .and_then(|l| l.checked_add(elements_len))
             .ok_or_else(|| Error::corrupt(WHAT, addr, "size overflow"))?;
-        let buf = storage.read_vec(addr, len, WHAT)?;
-        if !verify_lookup3(&buf) {
-            return Err(Error::Checksum { what: WHAT, addr });
-        }
+        let buf = storage.read_checksummed(addr, len, WHAT)?;
         let mut c = Cursor::new(&buf, addr, WHAT);
         c.signature(b"FADB")?;
         let version = c.u8()?;
@@ -273,13 +266,7 @@ impl FixedArrayDataBlock {
             header.page_elements()
         };
         let len = nelmts * header.element_size as u64 + 4;
-        let mut buf = storage.read_vec(page_addr, len, WHAT)?;
-        if !verify_lookup3(&buf) {
-            return Err(Error::Checksum {
-                what: WHAT,
-                addr: page_addr,
-            });
-        }
+        let mut buf = storage.read_checksummed(page_addr, len, WHAT)?;
         buf.truncate(buf.len() - 4);
         Ok(buf)
     }

@@ -479,10 +479,7 @@ impl FractalHeap {
         };
         let hlen = 5 + o + self.offset_width as u64;
         let len = hlen + direct * dsize + indirect * o + 4;
-        let buf = storage.read_vec(addr, len, IBLOCK)?;
-        if !verify_lookup3(&buf) {
-            return Err(Error::Checksum { what: IBLOCK, addr });
-        }
+        let buf = storage.read_checksummed(addr, len, IBLOCK)?;
         let mut c = Cursor::new(&buf, addr, IBLOCK);
         c.signature(b"FHIB")?;
         let v = c.u8()?;

@@ -110,6 +110,16 @@ impl Storage {
         Ok(v)
     }
 
+    /// Read `len` bytes at `addr` whose last four bytes are the lookup3 checksum of the rest
+    /// (every version-2 structure of the format), and verify it.
+    pub fn read_checksummed(&self, addr: u64, len: u64, what: &'static str) -> Result<Vec<u8>> {
+        let buf = self.read_vec(addr, len, what)?;
+        if !crate::io::checksum::verify_lookup3(&buf) {
+            return Err(Error::Checksum { what, addr });
+        }
+        Ok(buf)
+    }
+
     /// Read up to `len` bytes at `addr`, fewer if the file ends first (used when a structure's
     /// size is not known in advance, e.g. an object header prefix).
     pub fn read_up_to(&self, addr: u64, len: u64, what: &'static str) -> Result<Vec<u8>> {
