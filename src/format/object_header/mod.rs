@@ -43,6 +43,27 @@ pub mod flags {
     pub const FAIL_IF_UNKNOWN_ALWAYS: u8 = 0x80;
 }
 
+/// The body of a message of `size` bytes at the cursor, with its address; a size reaching past
+/// the chunk (which starts at `chunk_addr`) is corruption, named as such.
+fn message_body<'a>(
+    c: &mut Cursor<'a>,
+    mtype: u16,
+    size: usize,
+    chunk_addr: u64,
+) -> Result<(u64, &'a [u8])> {
+    let body_addr = c.addr();
+    if size > c.remaining() {
+        return Err(Error::corrupt(
+            c.what(),
+            chunk_addr,
+            format!(
+                "message type {mtype:#06x} at {body_addr:#x} has size {size}, beyond the chunk end"
+            ),
+        ));
+    }
+    Ok((body_addr, c.bytes(size)?))
+}
+
 /// One header message, undecoded.
 #[derive(Clone, Debug)]
 pub struct RawMessage {

@@ -6,7 +6,7 @@
 //! libhdf5 pads to a multiple of 8. Continuation chunks are raw runs of messages.
 
 use super::{ObjectHeader, RawMessage, Walk};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::io::{Cursor, Sizes, Storage};
 
 /// Prefix size including the alignment padding.
@@ -59,18 +59,7 @@ fn parse_chunk(walk: &mut Walk, data: &[u8], addr: u64) -> Result<()> {
         let size = c.u16()? as usize;
         let flags = c.u8()?;
         c.skip(3)?;
-        let body_addr = c.addr();
-        if size > c.remaining() {
-            return Err(Error::corrupt(
-                "object header chunk (v1)",
-                addr,
-                format!(
-                    "message type {mtype:#06x} at {body_addr:#x} has size {size}, \
-                     beyond the chunk end"
-                ),
-            ));
-        }
-        let body = c.bytes(size)?;
+        let (body_addr, body) = super::message_body(&mut c, mtype, size, addr)?;
         walk.accept(RawMessage {
             mtype,
             flags,

@@ -134,18 +134,7 @@ fn parse_chunk(walk: &mut Walk, data: &[u8], addr: u64, track_order: bool) -> Re
         let size = c.u16()? as usize;
         let flags = c.u8()?;
         let creation_order = if track_order { Some(c.u16()?) } else { None };
-        let body_addr = c.addr();
-        if size > c.remaining() {
-            return Err(Error::corrupt(
-                "object header chunk (v2)",
-                addr,
-                format!(
-                    "message type {mtype:#06x} at {body_addr:#x} has size {size}, \
-                     beyond the chunk end"
-                ),
-            ));
-        }
-        let body = c.bytes(size)?;
+        let (body_addr, body) = super::message_body(&mut c, mtype, size, addr)?;
         walk.accept(RawMessage {
             mtype,
             flags,
