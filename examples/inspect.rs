@@ -9,7 +9,9 @@ fn main() {
         std::process::exit(2);
     };
     let mut out = std::io::stdout().lock();
-    if let Err(e) = h5mount::inspect::inspect(path.as_ref(), args.get(2).map(String::as_str), &mut out) {
+    if let Err(e) =
+        h5mount::inspect::inspect(path.as_ref(), args.get(2).map(String::as_str), &mut out)
+    {
         eprintln!("inspect: {e}");
         std::process::exit(2);
     }

@@ -6,11 +6,26 @@ use std::path::Path;
 
 const CASES: &[(&str, &str)] = &[
     ("examples/sample.h5", "sample.txt"),
-    ("mount-tests/fixtures/data/links_latest.h5", "links_latest.txt"),
-    ("mount-tests/fixtures/data/layouts_earliest.h5", "layouts_earliest.txt"),
-    ("mount-tests/fixtures/data/dtypes_latest.h5", "dtypes_latest.txt"),
-    ("mount-tests/fixtures/data/filters_gzip_v114.h5", "filters_gzip_v114.txt"),
-    ("mount-tests/fixtures/data/attrs_earliest.h5", "attrs_earliest.txt"),
+    (
+        "mount-tests/fixtures/data/links_latest.h5",
+        "links_latest.txt",
+    ),
+    (
+        "mount-tests/fixtures/data/layouts_earliest.h5",
+        "layouts_earliest.txt",
+    ),
+    (
+        "mount-tests/fixtures/data/dtypes_latest.h5",
+        "dtypes_latest.txt",
+    ),
+    (
+        "mount-tests/fixtures/data/filters_gzip_v114.h5",
+        "filters_gzip_v114.txt",
+    ),
+    (
+        "mount-tests/fixtures/data/attrs_earliest.h5",
+        "attrs_earliest.txt",
+    ),
 ];
 
 #[test]
@@ -43,5 +58,8 @@ fn inspect_of_a_non_hdf5_file_is_an_error() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
     let err = h5mount::inspect::inspect(&root.join("Cargo.toml"), None, &mut out).unwrap_err();
-    assert!(err.to_string().contains("superblock") || err.to_string().contains("signature"), "{err}");
+    assert!(
+        err.to_string().contains("superblock") || err.to_string().contains("signature"),
+        "{err}"
+    );
 }

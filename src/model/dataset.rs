@@ -40,7 +40,10 @@ enum ReaderState {
     Ready(DataReader),
     /// Virtual layout: gathered from source datasets (see `virtual_ds`).
     Virtual(super::virtual_ds::VirtualReader),
-    Failed { class: ErrorClass, message: String },
+    Failed {
+        class: ErrorClass,
+        message: String,
+    },
 }
 
 /// An open dataset.
