@@ -61,18 +61,7 @@ fn parent_and_name(path: &str) -> (&str, &str) {
 }
 
 fn read_all(d: &h5mount::model::Dataset) -> Result<Vec<u8>, String> {
-    let mut buf = vec![0u8; d.len() as usize];
-    let mut done = 0;
-    while done < buf.len() {
-        let n = d
-            .read_at(done as u64, &mut buf[done..])
-            .map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err(format!("short read at {done} of {}", buf.len()));
-        }
-        done += n;
-    }
-    Ok(buf)
+    d.read_all().map_err(|e| e.to_string())
 }
 
 fn check_dataset(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, o: &Value) {

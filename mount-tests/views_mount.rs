@@ -67,19 +67,7 @@ fn python_check(m: &Mount, file: &Path, tree: &str) {
 }
 
 fn read_view(v: &View) -> Result<Vec<u8>, String> {
-    let len = v.len().map_err(|e| e.to_string())?;
-    let mut buf = vec![0u8; len as usize];
-    let mut done = 0;
-    while done < buf.len() {
-        let n = v
-            .read_at(done as u64, &mut buf[done..])
-            .map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err(format!("short read at {done}"));
-        }
-        done += n;
-    }
-    Ok(buf)
+    v.read_all().map_err(|e| e.to_string())
 }
 
 fn sha_hex(b: &[u8]) -> String {

@@ -8,6 +8,34 @@ pub mod storage;
 pub use cursor::{Cursor, Sizes, UNDEFINED_ADDR};
 pub use storage::Storage;
 
+use crate::error::{Error, Result};
+
+/// Read a whole `len`-byte image through a positioned reader (`read_at(offset, buf)` returning
+/// the bytes written, short only at the end). A reader that stops early is an error naming
+/// `what`, not a short image.
+pub fn read_fully(
+    len: u64,
+    what: &'static str,
+    mut read_at: impl FnMut(u64, &mut [u8]) -> Result<usize>,
+) -> Result<Vec<u8>> {
+    let len =
+        usize::try_from(len).map_err(|_| Error::limit(what, 0, "image larger than memory"))?;
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        match read_at(done as u64, &mut buf[done..])? {
+            0 => {
+                return Err(Error::Truncated {
+                    what,
+                    addr: done as u64,
+                })
+            }
+            n => done += n,
+        }
+    }
+    Ok(buf)
+}
+
 /// Helpers for unit tests across the crate.
 #[cfg(test)]
 pub(crate) mod testutil {

@@ -73,6 +73,11 @@ impl Dataset {
         }
     }
 
+    /// The whole byte image (for tests and tools; a mount never needs it).
+    pub fn read_all(&self) -> Result<Vec<u8>> {
+        crate::io::read_fully(self.len, "dataset image", |off, buf| self.read_at(off, buf))
+    }
+
     /// Read bytes at `offset` of the byte image; returns the number of bytes written, short
     /// only at the end.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {

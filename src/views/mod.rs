@@ -145,6 +145,11 @@ impl View {
         Ok(self.len()? == 0)
     }
 
+    /// All the view's bytes.
+    pub fn read_all(&self) -> Result<Vec<u8>> {
+        crate::io::read_fully(self.len()?, "view", |off, buf| self.read_at(off, buf))
+    }
+
     /// Read at `offset`; returns the bytes written (short only at the end).
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match &self.body {
