@@ -41,7 +41,7 @@ struct Cli {
     /// default_permissions (on by default; nodefault_permissions turns it off),
     /// auto_unmount, uid=N, gid=N, fsname=NAME, subtype=NAME, cache_size=SIZE, threads=N,
     /// allow_external_paths (follow external storage names outside the file's directory),
-    /// npy, envi, byte_order=native|little|big (see Views);
+    /// npy, envi, byte_order=native|little|big (see Views), refresh=SECONDS;
     /// fstab options (noauto, nofail, _netdev, user, x-*, ...) are ignored; rw is refused.
     #[arg(
         short = 'o',
@@ -62,6 +62,13 @@ struct Cli {
     /// [default: as stored].
     #[arg(long, value_name = "ORDER", value_parser = config::parse_byte_order, help_heading = "Views")]
     byte_order: Option<h5mount::views::ByteOrderMode>,
+
+    /// Re-read the file when it changes, checking every SECONDS (decimals allowed; 0: off),
+    /// for files written while mounted (-o refresh=SECONDS) [default: off].
+    // Parsed in `into_command`: clap would read `Option<Option<_>>` as a flag whose value
+    // may be left out.
+    #[arg(long, value_name = "SECONDS", help_heading = "Growing files")]
+    refresh: Option<String>,
 
     /// Stay in the foreground (default: return once the mount answers, serve in background).
     #[arg(short, long, help_heading = "Process")]
@@ -135,6 +142,9 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     if let Some(b) = cli.byte_order {
         c.byte_order = b;
     }
+    if let Some(r) = &cli.refresh {
+        c.refresh = config::parse_refresh(r)?;
+    }
     c.foreground = cli.foreground || cli.daemon_child;
     c.daemon_child = cli.daemon_child;
     c.verbose = cli.verbose;
@@ -193,6 +203,27 @@ mod tests {
         assert!(c.npy && c.envi);
         assert_eq!(c.byte_order, h5mount::views::ByteOrderMode::Native);
         assert!(parse(&["h5mount", "--byte-order", "odd", "f.h5", "/m"]).is_err());
+    }
+
+    #[test]
+    fn refresh_flag_and_option() {
+        let secs = |s| Some(std::time::Duration::from_secs(s));
+        let Ok(Command::Mount(c)) = parse(&["h5mount", "--refresh", "3", "f.h5", "/m"]) else {
+            panic!("not a mount");
+        };
+        assert_eq!(c.refresh, secs(3));
+        let Ok(Command::Mount(c)) = parse(&["h5mount", "f.h5", "/m", "-o", "ro,refresh=2"]) else {
+            panic!("not a mount");
+        };
+        assert_eq!(c.refresh, secs(2));
+        // The flag wins over -o, like the other flags.
+        let Ok(Command::Mount(c)) =
+            parse(&["h5mount", "--refresh", "0", "f.h5", "/m", "-o", "refresh=2"])
+        else {
+            panic!("not a mount");
+        };
+        assert_eq!(c.refresh, None);
+        assert!(parse(&["h5mount", "--refresh", "soon", "f.h5", "/m"]).is_err());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! read-only.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use h5mount::views::{ByteOrderMode, ViewOptions};
 
@@ -51,6 +52,9 @@ pub struct Config {
     /// Byte order numbers are served in (`--byte-order`, `-o byte_order=`; default as
     /// stored).
     pub byte_order: ByteOrderMode,
+    /// Re-read the file this often when it changes (`--refresh`, `-o refresh=`; default
+    /// off: the file is served as it was when mounted).
+    pub refresh: Option<Duration>,
 }
 
 impl Config {
@@ -77,6 +81,7 @@ impl Config {
             npy: false,
             envi: false,
             byte_order: ByteOrderMode::AsStored,
+            refresh: None,
         }
     }
 
@@ -128,6 +133,7 @@ impl Config {
             "subtype" => self.subtype = Some(need()?.to_string()),
             "cache_size" => self.cache_size = parse_size(need()?)?,
             "threads" => self.threads = parse_threads(need()?)?,
+            "refresh" => self.refresh = parse_refresh(need()?)?,
             // Generic mount(8)/fstab options that mean nothing to a FUSE filesystem, or are
             // implied (h5mount always mounts nodev,nosuid).
             "noauto" | "auto" | "nofail" | "_netdev" | "user" | "users" | "nouser" | "dev"
@@ -171,6 +177,32 @@ pub fn parse_threads(v: &str) -> Result<usize, String> {
     match v.parse::<usize>() {
         Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
         _ => Err(format!("threads={v}: expected 1 to {MAX_THREADS}")),
+    }
+}
+
+/// Shortest refresh period accepted: a file re-read more often would cost more than it
+/// serves.
+pub const MIN_REFRESH: Duration = Duration::from_millis(100);
+/// Longest refresh period accepted (a day).
+pub const MAX_REFRESH: Duration = Duration::from_secs(86_400);
+
+/// `--refresh`/`refresh=`: seconds between checks of the file, decimals allowed (`1`, `0.5`);
+/// `0` turns refreshing off.
+pub fn parse_refresh(v: &str) -> Result<Option<Duration>, String> {
+    let err = || {
+        format!(
+            "refresh={v}: expected 0 (off) or seconds from {} to {}",
+            MIN_REFRESH.as_secs_f64(),
+            MAX_REFRESH.as_secs()
+        )
+    };
+    let secs: f64 = v.trim().parse().map_err(|_| err())?;
+    if secs == 0.0 {
+        return Ok(None);
+    }
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if (MIN_REFRESH..=MAX_REFRESH).contains(&d) => Ok(Some(d)),
+        _ => Err(err()),
     }
 }
 
@@ -259,6 +291,28 @@ mod tests {
         assert!(c.allow_external_paths);
         assert!(cfg().apply_options("byte_order=middle").is_err());
         assert!(cfg().apply_options("byte_order").is_err());
+    }
+
+    #[test]
+    fn refresh_option() {
+        assert_eq!(cfg().refresh, None, "off by default");
+        let mut c = cfg();
+        c.apply_options("ro,refresh=2").unwrap();
+        assert_eq!(c.refresh, Some(Duration::from_secs(2)));
+        c.apply_options("refresh=0.5").unwrap();
+        assert_eq!(c.refresh, Some(Duration::from_millis(500)));
+        c.apply_options("refresh=0").unwrap();
+        assert_eq!(c.refresh, None);
+        for bad in [
+            "refresh",
+            "refresh=x",
+            "refresh=-1",
+            "refresh=0.01",
+            "refresh=1e9",
+        ] {
+            assert!(cfg().apply_options(bad).is_err(), "{bad}");
+        }
+        assert!(cfg().apply_options("refresh=NaN").is_err());
     }
 
     #[test]
