@@ -125,6 +125,12 @@ impl File {
         Ok(Arc::new(file))
     }
 
+    /// Whether external names may lead outside the file's directory
+    /// ([`OpenOptions::allow_outside_paths`]).
+    pub fn allow_outside_paths(&self) -> bool {
+        self.allow_outside_paths
+    }
+
     /// Path the file was opened from.
     pub fn path(&self) -> &Path {
         &self.path
