@@ -479,7 +479,7 @@ impl H5Fs {
         match self.kind(node, id)? {
             ObjectKind::Dataset => {
                 let ds = self
-                    .file_of(&node)?
+                    .file_of(node)?
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
                 for (k, v) in xattr::dataset_xattrs(&ds.info) {
@@ -489,7 +489,7 @@ impl H5Fs {
             ObjectKind::NamedDatatype => {
                 // A committed datatype is an empty file described by its type.
                 let t = self
-                    .file_of(&node)?
+                    .file_of(node)?
                     .named_datatype(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
                 out.push((
@@ -500,7 +500,7 @@ impl H5Fs {
             _ => {}
         }
         let attrs = self
-            .file_of(&node)?
+            .file_of(node)?
             .attributes(id)
             .map_err(|e| FsError::model(&node.path, e))?;
         for a in attrs {
