@@ -21,6 +21,10 @@ use super::inode::{self, Anchor, Node};
 use super::{dir, H5Fs};
 use crate::model::{LinkTarget, ObjectId, ObjectKind};
 
+/// Most external links followed from one link (libhdf5's default limit on link traversals
+/// is 16).
+const MAX_CHAIN: usize = 16;
+
 /// The rest of the absolute path `path` below `prefix` (both folded; `""` when equal), if
 /// `path` is `prefix` or lies below it.
 fn below<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
@@ -67,17 +71,40 @@ impl H5Fs {
     }
 
     /// The file and object an external link in file `from` leads to, or why it is not
-    /// followed.
+    /// followed. A target that is itself an external link is followed in turn (a chain), up
+    /// to [`MAX_CHAIN`] links.
     pub(super) fn follow_external(
         &self,
         from: FileIdx,
         file_name: &str,
         object_path: &str,
     ) -> Result<(FileIdx, ObjectId), String> {
-        let idx = self.files.open(from, file_name)?;
-        let file = self.files.get(idx).ok_or("file not open")?;
-        let id = file.resolve(object_path).map_err(|e| e.to_string())?;
-        Ok((idx, id))
+        let (mut from, mut file_name, mut object_path) =
+            (from, file_name.to_string(), object_path.to_string());
+        for _ in 0..MAX_CHAIN {
+            let idx = self.files.open(from, &file_name)?;
+            let file = self.files.get(idx).ok_or("file not open")?;
+            let err = match file.resolve(&object_path) {
+                Ok(id) => return Ok((idx, id)),
+                Err(e) => e.to_string(),
+            };
+            // The model does not cross external links; one in last place is a chain.
+            let folded = fold_h5(&object_path);
+            let (parent, last) = folded.rsplit_once('/').unwrap_or(("", ""));
+            let next = file
+                .resolve(if parent.is_empty() { "/" } else { parent })
+                .and_then(|p| file.lookup(p, last));
+            match next {
+                Ok(Some(link)) if !last.is_empty() => match link.target {
+                    LinkTarget::External { file, path } => {
+                        (from, file_name, object_path) = (idx, file, path);
+                    }
+                    _ => return Err(err),
+                },
+                _ => return Err(err),
+            }
+        }
+        Err(format!("more than {MAX_CHAIN} external links in a chain"))
     }
 
     /// The node of the soft link `name` to `target` in `parent`, a group reached through an
