@@ -111,13 +111,9 @@ impl Config {
         let need = || value.ok_or_else(|| format!("option {key} needs a value"));
         match key {
             "ro" => {}
-            "rw" => {
-                return Err(
-                    "option rw: h5mount is read-only (mount(8) passes rw unless ro \
-                            is given: add ro to the options)"
-                        .into(),
-                )
-            }
+            // mount(8) passes `rw` unless `ro` is given; the mount is read-only either way,
+            // as for write-protected media.
+            "rw" => {}
             "allow_other" => self.allow_other = true,
             "allow_root" => self.allow_root = true,
             "default_permissions" => self.default_permissions = true,
@@ -272,7 +268,10 @@ mod tests {
 
     #[test]
     fn refused_options() {
-        assert!(cfg().apply_options("rw").is_err());
+        assert!(
+            cfg().apply_options("rw").is_ok(),
+            "accepted; the mount stays read-only"
+        );
         assert!(cfg().apply_options("bogus").is_err());
         assert!(cfg().apply_options("uid=abc").is_err());
         assert!(cfg().apply_options("uid").is_err());

@@ -6,6 +6,11 @@
 //! object clear of it). Addresses above [`LINK_BASE`] can only come from a corrupt file; such
 //! objects get numbers from a counter in the top range instead.
 //!
+//! Objects of other files, reached through external links (see [`super::files`]), are
+//! identified by `(file, address)` and numbered from a counter starting at [`EXTERNAL_BASE`];
+//! addresses of the mounted file at or above it take the fallback counter, so the ranges never
+//! meet.
+//!
 //! Soft and external links are not objects: each `(parent inode, name)` pair gets its own
 //! number from a counter starting at [`LINK_BASE`], remembered for the life of the mount.
 //! Sidecar view files (`NAME.npy`, `NAME.hdr`) are not in this table: `super::views` numbers
@@ -18,6 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use super::attr::Attr;
+use super::files::{FileIdx, MAIN};
 use crate::model::ObjectId;
 
 /// The FUSE root inode.
@@ -26,6 +32,10 @@ pub const ROOT_INO: u64 = 1;
 /// First inode number of soft/external links. Object addresses below this give inode numbers
 /// below it too, so the two ranges cannot meet (files are far smaller than 2^62 bytes).
 pub const LINK_BASE: u64 = 1 << 62;
+
+/// First inode number of objects of files other than the mounted one (below 2^61, so their
+/// sidecar numbers fit too).
+pub const EXTERNAL_BASE: u64 = 1 << 60;
 
 /// First inode number for objects whose address is too large for `address + 2`.
 const FALLBACK_BASE: u64 = 1 << 63;
@@ -39,14 +49,28 @@ pub enum NodeKind {
     Symlink { target: String },
 }
 
+/// An external link's target: the object at HDF5 path `h5_path` of its file appears at
+/// `mount_path` in the mount.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Anchor {
+    pub file_name: String,
+    pub h5_path: String,
+    pub mount_path: String,
+}
+
 /// One inode.
 #[derive(Debug)]
 pub struct Node {
     pub ino: u64,
     /// Inode of the directory it was first found in (the root's parent is itself).
     pub parent: u64,
-    /// HDF5 path it was first found at (for messages and relative symlink targets).
+    /// Path in the mount it was first found at (for messages and relative symlink targets).
     pub path: String,
+    /// The file the object lives in (for a symlink: the file holding the link).
+    pub file: FileIdx,
+    /// For nodes reached through an external link: where the linked object is in its file
+    /// and where it appears in the mount (soft links of that file are translated with it).
+    pub anchor: Option<Arc<Anchor>>,
     pub kind: NodeKind,
     /// Attributes, computed on first use.
     pub attr: OnceLock<Attr>,
@@ -65,9 +89,10 @@ impl Node {
 #[derive(Debug, Default)]
 struct Tables {
     nodes: HashMap<u64, Arc<Node>>,
-    by_object: HashMap<ObjectId, u64>,
+    by_object: HashMap<(FileIdx, ObjectId), u64>,
     by_link: HashMap<(u64, String), u64>,
     next_link: u64,
+    next_external: u64,
     next_fallback: u64,
 }
 
@@ -91,16 +116,19 @@ impl InodeTable {
     pub fn new(root: ObjectId) -> InodeTable {
         let mut t = Tables {
             next_link: LINK_BASE,
+            next_external: EXTERNAL_BASE,
             next_fallback: FALLBACK_BASE,
             ..Tables::default()
         };
-        t.by_object.insert(root, ROOT_INO);
+        t.by_object.insert((MAIN, root), ROOT_INO);
         t.nodes.insert(
             ROOT_INO,
             Arc::new(Node {
                 ino: ROOT_INO,
                 parent: ROOT_INO,
                 path: "/".to_string(),
+                file: MAIN,
+                anchor: None,
                 kind: NodeKind::Object(root),
                 attr: OnceLock::new(),
             }),
@@ -125,18 +153,42 @@ impl InodeTable {
         false
     }
 
-    /// The node of object `id`, reached as `name` in `parent` (created on first sight).
+    /// The node of object `id` of the file of `parent`, reached as `name` in `parent`
+    /// (created on first sight).
     pub fn object(&self, parent: &Node, name: &str, id: ObjectId) -> Arc<Node> {
-        if let Some(node) = self.existing_object(id) {
+        self.object_in(parent, name, parent.file, id, parent.anchor.clone())
+    }
+
+    /// The node of object `id` of file `file`, reached as `name` in `parent` (created on
+    /// first sight, with `anchor`).
+    pub fn object_in(
+        &self,
+        parent: &Node,
+        name: &str,
+        file: FileIdx,
+        id: ObjectId,
+        anchor: Option<Arc<Anchor>>,
+    ) -> Arc<Node> {
+        if let Some(node) = self.existing_object(file, id) {
             return node;
         }
         let mut t = self.write();
-        if let Some(node) = t.by_object.get(&id).and_then(|ino| t.nodes.get(ino)) {
+        if let Some(node) = t
+            .by_object
+            .get(&(file, id))
+            .and_then(|ino| t.nodes.get(ino))
+        {
             return node.clone();
         }
-        let ino = match id.0.checked_add(2).filter(|&i| i < LINK_BASE) {
-            Some(ino) => ino,
-            None => {
+        let direct = id.0.checked_add(2).filter(|&i| i < EXTERNAL_BASE);
+        let ino = match direct {
+            Some(ino) if file == MAIN => ino,
+            _ if file != MAIN && t.next_external < LINK_BASE => {
+                let ino = t.next_external;
+                t.next_external += 1;
+                ino
+            }
+            _ => {
                 let ino = t.next_fallback;
                 t.next_fallback = t.next_fallback.saturating_add(1);
                 ino
@@ -146,10 +198,12 @@ impl InodeTable {
             ino,
             parent: parent.ino,
             path: join_path(&parent.path, name),
+            file,
+            anchor,
             kind: NodeKind::Object(id),
             attr: OnceLock::new(),
         });
-        t.by_object.insert(id, ino);
+        t.by_object.insert((file, id), ino);
         t.nodes.insert(ino, node.clone());
         node
     }
@@ -177,6 +231,8 @@ impl InodeTable {
             ino,
             parent: parent.ino,
             path: join_path(&parent.path, name),
+            file: parent.file,
+            anchor: parent.anchor.clone(),
             kind: NodeKind::Symlink { target },
             attr: OnceLock::new(),
         });
@@ -185,11 +241,11 @@ impl InodeTable {
         node
     }
 
-    /// The node of object `id`, if it was handed out.
-    pub fn existing_object(&self, id: ObjectId) -> Option<Arc<Node>> {
+    /// The node of object `id` of file `file`, if it was handed out.
+    pub fn existing_object(&self, file: FileIdx, id: ObjectId) -> Option<Arc<Node>> {
         let t = self.read();
         t.by_object
-            .get(&id)
+            .get(&(file, id))
             .and_then(|ino| t.nodes.get(ino))
             .cloned()
     }
@@ -233,6 +289,22 @@ mod tests {
         assert_eq!(s1.path, "/a/s");
         let huge = t.object(&root, "h", ObjectId(u64::MAX));
         assert!(huge.ino >= FALLBACK_BASE);
-        assert_eq!(t.len(), 5);
+        let high = t.object(&root, "hi", ObjectId(EXTERNAL_BASE));
+        assert!(
+            high.ino >= FALLBACK_BASE,
+            "main addresses never reach the external range"
+        );
+        assert_eq!(t.len(), 6);
+        // The same address in another file is another object.
+        let ext = t.object_in(&root, "x", 1, ObjectId(800), None);
+        assert!((EXTERNAL_BASE..LINK_BASE).contains(&ext.ino));
+        assert_eq!(ext.file, 1);
+        let inside = t.object(&ext, "y", ObjectId(900));
+        assert_eq!(inside.file, 1, "children live in their parent's file");
+        assert_eq!(inside.ino, ext.ino + 1);
+        assert_eq!(
+            t.object_in(&a, "again", 1, ObjectId(800), None).ino,
+            ext.ino
+        );
     }
 }

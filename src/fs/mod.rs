@@ -4,7 +4,8 @@
 //! small result structs or an [`FsError`]; [`fuse`] converts kernel requests to these calls and
 //! the results to replies, and is the only code that names fuser. Groups are directories,
 //! datasets regular files whose bytes are the dataset's image, committed datatypes empty
-//! files, soft and external links symlinks. The mount is read-only: every mutating operation
+//! files, soft links symlinks; an external link shows the object it leads to (a dangling
+//! symlink naming it when it cannot be followed, see [`files`]). The mount is read-only: every mutating operation
 //! answers `EROFS`.
 //!
 //! The HDF5 file cannot change while mounted, so attributes and directory listings are
@@ -13,6 +14,8 @@
 pub mod attr;
 pub mod dir;
 pub mod error;
+mod external;
+pub mod files;
 pub mod fuse;
 pub mod inode;
 pub mod prefetch;
@@ -31,7 +34,7 @@ pub use error::{FsError, FsResult};
 pub use inode::{Node, NodeKind, ROOT_INO};
 pub use xattr::XattrReply;
 
-use crate::model::{File, Link, LinkTarget, ObjectId, ObjectKind};
+use crate::model::{File, Link, LinkTarget, ObjectId, ObjectKind, OpenOptions};
 use crate::views::ViewOptions;
 
 /// How the mounted tree presents itself (owner, fallback times).
@@ -64,7 +67,8 @@ pub struct StatFs {
 /// The mounted file.
 #[derive(Debug)]
 pub struct H5Fs {
-    file: Arc<File>,
+    /// The mounted file and the files external links lead to.
+    files: files::Files,
     opts: FsOptions,
     inodes: inode::InodeTable,
     listings: RwLock<HashMap<u64, Arc<Listing>>>,
@@ -89,9 +93,13 @@ impl H5Fs {
         let inodes = inode::InodeTable::new(file.root());
         let prefetch = prefetch::Prefetcher::new(file.chunk_cache().capacity());
         let views = views::Views::new(opts.views);
+        let external = OpenOptions {
+            cache_bytes: file.chunk_cache().capacity(),
+            allow_outside_paths: file.allow_outside_paths(),
+        };
         H5Fs {
             prefetch,
-            file,
+            files: files::Files::new(file, external),
             opts,
             inodes,
             listings: RwLock::new(HashMap::new()),
@@ -114,8 +122,13 @@ impl H5Fs {
         node.object().ok_or(FsError::Errno(libc::EINVAL))
     }
 
+    /// The file `node` lives in.
+    fn file_of(&self, node: &Node) -> FsResult<Arc<File>> {
+        self.files.get(node.file).ok_or(FsError::Errno(libc::EIO))
+    }
+
     fn kind(&self, node: &Node, id: ObjectId) -> FsResult<ObjectKind> {
-        self.file
+        self.file_of(node)?
             .kind(id)
             .map_err(|e| FsError::model(&node.path, e))
     }
@@ -152,7 +165,7 @@ impl H5Fs {
             return self.getattr(if name == "." { parent } else { node.parent });
         }
         let link = self
-            .file
+            .file_of(&node)?
             .lookup(id, name)
             .map_err(|e| FsError::model(&node.path, e))?;
         let Some(link) = link else {
@@ -184,13 +197,39 @@ impl H5Fs {
                 // Linux directories cannot have several parents (the kernel answers ELOOP for
                 // a link to an ancestor and EIO for one to the root): a group already shown
                 // at another path appears here as a symlink to that path.
-                if let Some(seen) = self.inodes.existing_object(*cid) {
-                    if seen.path != path && matches!(self.file.kind(*cid), Ok(ObjectKind::Group)) {
-                        let text = dir::soft_target(&node.path, &seen.path);
-                        return Some(self.inodes.symlink(node, &link.name, text));
+                self.object_child(node, &link.name, node.file, *cid, node.anchor.clone())
+            }
+            LinkTarget::External { file, path: opath } => {
+                match self.follow_external(node.file, file, opath) {
+                    Ok((fidx, cid)) => {
+                        let anchor = Arc::new(inode::Anchor {
+                            file_name: file.clone(),
+                            h5_path: files::fold(std::path::Path::new(opath))
+                                .to_string_lossy()
+                                .into_owned(),
+                            mount_path: path.clone(),
+                        });
+                        self.object_child(node, &link.name, fidx, cid, Some(anchor))
+                    }
+                    Err(why) => {
+                        let text = dir::symlink_text(&node.path, &link.target).unwrap_or_default();
+                        self.log_once(&path, || {
+                            if dir::is_refused(&text) {
+                                format!(
+                                    "link {path:?} would lead outside the mount; shown dangling"
+                                )
+                            } else {
+                                format!(
+                                    "external link {path:?} to {file}::{opath} not followed: {why}"
+                                )
+                            }
+                        });
+                        Some(self.inodes.symlink(node, &link.name, text))
                     }
                 }
-                Some(self.inodes.object(node, &link.name, *cid))
+            }
+            LinkTarget::Soft(target) if node.anchor.is_some() => {
+                self.soft_in_external(node, &link.name, target)
             }
             LinkTarget::UserDefined(t) => {
                 self.log_once(&path, || {
@@ -239,7 +278,7 @@ impl H5Fs {
                 let (fkind, size) = match kind {
                     ObjectKind::Group => (FileKind::Directory, 0),
                     ObjectKind::Dataset => match self
-                        .file
+                        .file_of(&node)?
                         .dataset(id)
                         .map_err(|e| FsError::model(&node.path, e))
                         .and_then(|ds| self.served_len(&node, &ds))
@@ -252,12 +291,12 @@ impl H5Fs {
                     },
                     ObjectKind::NamedDatatype | ObjectKind::Unknown => (FileKind::RegularFile, 0),
                 };
-                let mtime = match self.file.mtime(id) {
+                let mtime = match self.file_of(&node)?.mtime(id) {
                     Ok(Some(secs)) => SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
                     _ => self.opts.file_mtime,
                 };
                 let mut a = Attr::new(ino, fkind, size, owner, mtime);
-                a.nlink = self.file.refcount(id).unwrap_or(1).max(1);
+                a.nlink = self.file_of(&node)?.refcount(id).unwrap_or(1).max(1);
                 a
             }
         };
@@ -281,7 +320,7 @@ impl H5Fs {
         let node = self.node(ino)?;
         let id = self.group(&node)?;
         let links = self
-            .file
+            .file_of(&node)?
             .links(id)
             .map_err(|e| FsError::model(&node.path, e))?;
         let mut entries = Vec::with_capacity(links.len().saturating_add(2));
@@ -299,11 +338,11 @@ impl H5Fs {
             };
             let kind = match child.kind {
                 NodeKind::Symlink { .. } => FileKind::Symlink,
-                NodeKind::Object(cid) => match self.file.kind(cid) {
+                NodeKind::Object(cid) => match self.kind(&child, cid) {
                     Ok(ObjectKind::Group) => FileKind::Directory,
                     Ok(_) => FileKind::RegularFile,
                     Err(e) => {
-                        self.log_error("readdir", &FsError::model(&child.path, e));
+                        self.log_error("readdir", &e);
                         FileKind::RegularFile
                     }
                 },
@@ -339,7 +378,7 @@ impl H5Fs {
             ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
             ObjectKind::Dataset => {
                 let ds = self
-                    .file
+                    .file_of(&node)?
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
                 self.open_dataset(&node, &ds)
@@ -360,7 +399,7 @@ impl H5Fs {
         if self.kind(&node, id)? != ObjectKind::Dataset {
             return Ok(0);
         }
-        match self.file.dataset(id) {
+        match self.file_of(&node)?.dataset(id) {
             Ok(ds) => Ok(self.prefetch.open(&ds)),
             Err(e) => Err(FsError::model(&node.path, e)),
         }
@@ -402,7 +441,7 @@ impl H5Fs {
             ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
             ObjectKind::Dataset => {
                 let ds = self
-                    .file
+                    .file_of(&node)?
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
                 if self.has_primary_view(&node, &ds) {
@@ -440,7 +479,7 @@ impl H5Fs {
         match self.kind(node, id)? {
             ObjectKind::Dataset => {
                 let ds = self
-                    .file
+                    .file_of(node)?
                     .dataset(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
                 for (k, v) in xattr::dataset_xattrs(&ds.info) {
@@ -450,7 +489,7 @@ impl H5Fs {
             ObjectKind::NamedDatatype => {
                 // A committed datatype is an empty file described by its type.
                 let t = self
-                    .file
+                    .file_of(node)?
                     .named_datatype(id)
                     .map_err(|e| FsError::model(&node.path, e))?;
                 out.push((
@@ -461,7 +500,7 @@ impl H5Fs {
             _ => {}
         }
         let attrs = self
-            .file
+            .file_of(node)?
             .attributes(id)
             .map_err(|e| FsError::model(&node.path, e))?;
         for a in attrs {

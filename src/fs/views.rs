@@ -140,7 +140,10 @@ impl H5Fs {
     /// The view set of the dataset `ds` shown as `node` (built once).
     pub(super) fn view_set(&self, node: &Node, ds: &Arc<Dataset>) -> Arc<ViewSet> {
         self.views.set(node.ino, |opts| {
-            let set = ViewSet::for_dataset(&self.file, ds, opts);
+            let set = match self.file_of(node) {
+                Ok(file) => ViewSet::for_dataset(&file, ds, opts),
+                Err(_) => ViewSet::default(),
+            };
             for (kind, why) in &set.skipped {
                 log::debug!("{}: no {kind:?} view: {why}", node.path);
             }
@@ -213,7 +216,7 @@ impl H5Fs {
         let node = self.node(sc.dataset)?;
         let id = self.object(&node)?;
         let ds = self
-            .file
+            .file_of(&node)?
             .dataset(id)
             .map_err(|e| FsError::model(&node.path, e))?;
         let set = self.view_set(&node, &ds);
@@ -255,10 +258,11 @@ impl H5Fs {
     /// sidecar is remembered so its inode can be served.
     fn sidecar_of(&self, child: &Node, kind: ViewKind) -> Option<u64> {
         let id = child.object()?;
-        if !matches!(self.file.kind(id), Ok(ObjectKind::Dataset)) {
+        let file = self.file_of(child).ok()?;
+        if !matches!(file.kind(id), Ok(ObjectKind::Dataset)) {
             return None;
         }
-        let ds = self.file.dataset(id).ok()?;
+        let ds = file.dataset(id).ok()?;
         let set = self.view_set(child, &ds);
         find_sidecar(&set, kind)?;
         let ino = sidecar_ino(child.ino, kind)?;
@@ -331,7 +335,7 @@ impl H5Fs {
         }
         let (base, kind) = split_sidecar_name(name).ok_or_else(enoent)?;
         let link = self
-            .file
+            .file_of(dir)?
             .lookup(dir_id, base)
             .map_err(|e| FsError::model(&dir.path, e))?
             .ok_or_else(enoent)?;

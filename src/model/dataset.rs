@@ -213,7 +213,7 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             filters: pipeline.clone(),
             external,
             cache: file.chunk_cache().clone(),
-            cache_id: id.0,
+            cache_id: file.cache_id(id),
         })
     })();
     let mut reader = match reader {

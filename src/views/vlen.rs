@@ -91,7 +91,7 @@ impl RawVlen {
             filters: pipeline,
             external,
             cache: file.chunk_cache().clone(),
-            cache_id: ds.id.0,
+            cache_id: file.cache_id(ds.id),
         })?;
         Ok(RawVlen {
             reader,
