@@ -15,6 +15,9 @@
 //! `sigwait`, so no code runs in signal-handler context. Each one unmounts (falling back to a
 //! lazy `fusermount3 -uz` if the mount is busy); the session then ends and the process exits
 //! 0. An unmount from outside (`fusermount3 -u`, `umount`) ends the session the same way.
+//!
+//! With `--refresh`, a `refresh` thread checks the file every period (see
+//! [`h5mount::fs::refresh`]) and sends the kernel the invalidations a re-read calls for.
 
 use std::fs::OpenOptions as FsOpen;
 use std::io::{self, BufRead, BufReader, Write};
@@ -27,7 +30,8 @@ use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::{SigSet, Signal};
 
-use h5mount::fs::fuse::{self, MountOptions};
+use h5mount::fs::fuse::{self, MountOptions, Notifier};
+use h5mount::fs::refresh::{Outcome, Stamp, Watcher};
 use h5mount::fs::{FsOptions, H5Fs};
 use h5mount::model::{File, ObjectKind, OpenOptions};
 
@@ -41,6 +45,8 @@ struct Prepared {
     file: Arc<File>,
     fs_opts: FsOptions,
     mount_dev: u64,
+    /// The file's state before it was opened (what a refresh compares against).
+    stamp: Stamp,
 }
 
 /// Open the file and check the mountpoint; the message is the one line to print.
@@ -79,8 +85,10 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
             file_mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             file_size: meta.len(),
             views: cfg.views(),
+            refresh: cfg.refresh,
         },
         mount_dev: mp_meta.dev(),
+        stamp: Stamp::of_meta(&meta),
     })
 }
 
@@ -230,6 +238,18 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         Err(e) => return fail(format!("mount on {}: {e}", mountpoint.display())),
     };
     let mut unmounter = mounted.unmounter();
+    if let Some(period) = cfg.refresh {
+        let fs = mounted.fs();
+        let notifier = mounted.notifier();
+        let watcher = Watcher::new(&cfg.file, Some(prepared.stamp));
+        let started = std::thread::Builder::new()
+            .name("refresh".into())
+            .spawn(move || refresh_loop(period, watcher, &fs, &notifier));
+        if let Err(e) = started {
+            let _ = unmounter.unmount();
+            return fail(format!("cannot start threads: {e}"));
+        }
+    }
     let (tx, rx) = mpsc::channel();
     let spawned = [
         {
@@ -318,6 +338,32 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         }
     }
     1
+}
+
+/// Check the file every `period` for the life of the process, re-reading it when it changed.
+fn refresh_loop(period: Duration, mut watcher: Watcher, fs: &H5Fs, notifier: &Notifier) {
+    let mut kept = false;
+    loop {
+        std::thread::sleep(period);
+        match watcher.check(fs) {
+            Outcome::Unchanged => {}
+            Outcome::Kept(why) => {
+                // Logged once per run of failures: a non-SWMR writer may take a while.
+                if !kept {
+                    log::debug!("file changed but not re-read yet ({why}); serving the old state");
+                }
+                kept = true;
+            }
+            Outcome::Refreshed(invs) => {
+                kept = false;
+                let refused = notifier.send(&invs);
+                log::debug!(
+                    "file re-read: {} invalidations sent, {refused} refused",
+                    invs.len()
+                );
+            }
+        }
+    }
 }
 
 /// Wait until `stat(mountpoint)` answers from the live session: a different device than the

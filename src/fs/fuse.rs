@@ -10,6 +10,8 @@
 //! kernel is asked for 1 MiB requests (its readahead offer, usually 128 KiB, is the ceiling
 //! here; the daemon raises the mount's `read_ahead_kb` afterwards) and for `readdirplus`;
 //! files are opened with `FOPEN_KEEP_CACHE`, so re-reads and `mmap` are page-cache hits.
+//! When the file is re-read while mounted (`super::refresh`), a [`Notifier`] tells the kernel
+//! which of those cached entries, attributes and pages to drop.
 
 use std::ffi::OsStr;
 use std::io;
@@ -28,6 +30,7 @@ use fuser::{
 
 use super::attr::{Attr, FileKind, BLKSIZE};
 use super::error::FsError;
+use super::refresh::Invalidation;
 use super::{H5Fs, XattrReply};
 
 /// Largest request we ask the kernel for (reads and readahead).
@@ -57,6 +60,37 @@ pub struct MountOptions {
 /// A mounted, not yet running session.
 pub struct Mounted {
     session: fuser::Session<FuseFs>,
+    core: Arc<H5Fs>,
+}
+
+/// Sends cache invalidations to the kernel for a mounted session (from any thread, never
+/// from inside a request handler: the kernel may wait for that request to finish).
+#[derive(Clone, Debug)]
+pub struct Notifier(fuser::Notifier);
+
+impl Notifier {
+    /// Send `invs`; returns the number the kernel refused (an inode or entry it no longer
+    /// holds is not an error).
+    pub fn send(&self, invs: &[Invalidation]) -> usize {
+        let mut failed = 0;
+        for inv in invs {
+            let r = match inv {
+                // A negative offset: attributes only; a length of 0: to the end.
+                Invalidation::Inode { ino, from } => {
+                    let off = from.map_or(-1, |f| i64::try_from(f).unwrap_or(i64::MAX));
+                    self.0.inval_inode(INodeNo(*ino), off, 0)
+                }
+                Invalidation::Entry { parent, name } => {
+                    self.0.inval_entry(INodeNo(*parent), OsStr::new(name))
+                }
+            };
+            if let Err(e) = r {
+                log::debug!("invalidation {inv:?}: {e}");
+                failed += 1;
+            }
+        }
+        failed
+    }
 }
 
 /// Unmounts a running session from another thread.
@@ -73,6 +107,16 @@ impl Mounted {
     /// A handle that unmounts this session.
     pub fn unmounter(&mut self) -> Unmounter {
         Unmounter(self.session.unmount_callable())
+    }
+
+    /// The filesystem being served.
+    pub fn fs(&self) -> Arc<H5Fs> {
+        self.core.clone()
+    }
+
+    /// A handle that sends cache invalidations to the kernel for this session.
+    pub fn notifier(&self) -> Notifier {
+        Notifier(self.session.notifier())
     }
 
     /// Serve requests until the filesystem is unmounted.
@@ -110,12 +154,13 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
     };
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
+    let core = Arc::new(fs);
     let adapter = FuseFs {
-        core: Arc::new(fs),
+        core: core.clone(),
         threads: opts.threads.max(1),
     };
     let session = fuser::Session::new(adapter, mountpoint, &config)?;
-    Ok(Mounted { session })
+    Ok(Mounted { session, core })
 }
 
 /// The fuser [`Filesystem`] over [`H5Fs`].
@@ -274,7 +319,8 @@ impl Filesystem for FuseFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        // The kernel may cache listings (and keep them across opens): they never change.
+        // The kernel may cache listings (and keep them across opens): they change only when
+        // the file is re-read, which invalidates them.
         let flags = FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE;
         self.guard("opendir", |c| match c.opendir(ino.0) {
             Ok(()) => reply.opened(FileHandle(0), flags),

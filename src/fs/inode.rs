@@ -241,6 +241,29 @@ impl InodeTable {
         node
     }
 
+    /// Every node handed out so far.
+    pub fn nodes(&self) -> Vec<Arc<Node>> {
+        self.read().nodes.values().cloned().collect()
+    }
+
+    /// Forget every computed attribute (after the file was re-read, see `super::refresh`):
+    /// each node is replaced by a copy with an empty `attr`. A reader still holding an old
+    /// node may fill that copy's `attr`, which no one looks at again.
+    pub fn reset_attrs(&self) {
+        let mut t = self.write();
+        for node in t.nodes.values_mut() {
+            *node = Arc::new(Node {
+                ino: node.ino,
+                parent: node.parent,
+                path: node.path.clone(),
+                file: node.file,
+                anchor: node.anchor.clone(),
+                kind: node.kind.clone(),
+                attr: OnceLock::new(),
+            });
+        }
+    }
+
     /// The node of object `id` of file `file`, if it was handed out.
     pub fn existing_object(&self, file: FileIdx, id: ObjectId) -> Option<Arc<Node>> {
         let t = self.read();

@@ -8,8 +8,9 @@
 //! symlink naming it when it cannot be followed, see [`files`]). The mount is read-only: every mutating operation
 //! answers `EROFS`.
 //!
-//! The HDF5 file cannot change while mounted, so attributes and directory listings are
-//! computed once per inode and kept. Failures are logged once per object path.
+//! Attributes and directory listings are computed once per inode and kept: the file is taken
+//! not to change while mounted, unless the mount re-reads it (`--refresh`, see [`refresh`]),
+//! which drops them. Failures are logged once per object path.
 
 pub mod attr;
 pub mod dir;
@@ -20,11 +21,13 @@ pub mod fuse;
 pub mod inode;
 pub mod prefetch;
 pub mod read;
+pub mod refresh;
 pub mod views;
 pub mod xattr;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -49,6 +52,8 @@ pub struct FsOptions {
     pub file_size: u64,
     /// Which views to serve (see [`views`]); text for variable-length data is always on.
     pub views: ViewOptions,
+    /// How often the file is checked for changes ([`refresh`]); `None`: never.
+    pub refresh: Option<Duration>,
 }
 
 /// Most distinct failures remembered for log-once; beyond it, failures are logged every time
@@ -72,6 +77,9 @@ pub struct H5Fs {
     opts: FsOptions,
     inodes: inode::InodeTable,
     listings: RwLock<HashMap<u64, Arc<Listing>>>,
+    /// Bumped (under the `listings` lock) each time [`refresh`] drops the listings, so a
+    /// listing built from the file before the refresh is not kept after it.
+    listings_gen: AtomicU64,
     logged: Mutex<HashSet<String>>,
     /// Open-file streams and the decode-ahead workers.
     prefetch: prefetch::Prefetcher,
@@ -103,15 +111,17 @@ impl H5Fs {
             opts,
             inodes,
             listings: RwLock::new(HashMap::new()),
+            listings_gen: AtomicU64::new(0),
             logged: Mutex::new(HashSet::new()),
             views,
         }
     }
 
-    /// How long the kernel may cache entries and attributes: the file is immutable while
-    /// mounted, so as long as practical.
+    /// How long the kernel may cache entries and attributes: as long as practical, as the
+    /// file is immutable while mounted, or no longer than the refresh period.
     pub fn ttl(&self) -> Duration {
-        Duration::from_secs(3600)
+        let long = Duration::from_secs(3600);
+        self.opts.refresh.map_or(long, |p| p.min(long))
     }
 
     fn node(&self, ino: u64) -> FsResult<Arc<Node>> {
@@ -317,6 +327,7 @@ impl H5Fs {
         if views::is_sidecar(ino) {
             return Err(FsError::Errno(libc::ENOTDIR));
         }
+        let gen = self.listings_gen.load(Ordering::Acquire);
         let node = self.node(ino)?;
         let id = self.group(&node)?;
         let links = self
@@ -356,6 +367,9 @@ impl H5Fs {
         self.add_sidecars(&node, &mut entries);
         let listing = Arc::new(Listing::new(entries));
         let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
+        if self.listings_gen.load(Ordering::Acquire) != gen {
+            return Ok(listing);
+        }
         Ok(map.entry(ino).or_insert(listing).clone())
     }
 

@@ -17,7 +17,7 @@
 //! a lookup finds the real link first; either way one log line says so.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use super::attr::{Attr, FileKind};
 use super::dir::{self, DirEntry};
@@ -68,11 +68,16 @@ pub struct Sidecar {
     pub path: String,
 }
 
+/// A view set and the dataset it was built for.
+type SetOf = (Weak<Dataset>, Arc<ViewSet>);
+
 /// The view sets of a mount and the sidecars shown so far.
 #[derive(Debug)]
 pub struct Views {
     pub opts: ViewOptions,
-    sets: RwLock<HashMap<u64, Arc<ViewSet>>>,
+    /// By dataset inode: the set and the dataset it describes (a `Weak`, so the allocation
+    /// and with it the address stays reserved: no other dataset can compare equal).
+    sets: RwLock<HashMap<u64, SetOf>>,
     sidecars: RwLock<HashMap<u64, Sidecar>>,
 }
 
@@ -90,23 +95,38 @@ impl Views {
         self.opts.npy || self.opts.envi
     }
 
-    /// The set of dataset `ino`, built by `build` on first use. Sets without any view are
-    /// not kept (they would hold the dataset; rebuilding one reads nothing).
-    pub fn set(&self, ino: u64, build: impl FnOnce(&ViewOptions) -> ViewSet) -> Arc<ViewSet> {
-        if let Some(s) = self
+    /// The set of dataset `ino` opened as `ds`, built by `build` on first use. Sets without
+    /// any view are not kept (they would hold the dataset; rebuilding one reads nothing). A
+    /// set is kept with the dataset it was built for and rebuilt for another one (after the
+    /// file was re-read, see `super::refresh`, the same inode is a new dataset).
+    pub fn set(
+        &self,
+        ino: u64,
+        ds: &Arc<Dataset>,
+        build: impl FnOnce(&ViewOptions) -> ViewSet,
+    ) -> Arc<ViewSet> {
+        if let Some((of, s)) = self
             .sets
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&ino)
         {
-            return s.clone();
+            if std::ptr::eq(of.as_ptr(), Arc::as_ptr(ds)) {
+                return s.clone();
+            }
         }
         let built = Arc::new(build(&self.opts));
         if built.primary.is_none() && built.sidecars.is_empty() {
             return built;
         }
         let mut map = self.sets.write().unwrap_or_else(|e| e.into_inner());
-        map.entry(ino).or_insert(built).clone()
+        match map.get(&ino) {
+            Some((of, s)) if std::ptr::eq(of.as_ptr(), Arc::as_ptr(ds)) => s.clone(),
+            _ => {
+                map.insert(ino, (Arc::downgrade(ds), built.clone()));
+                built
+            }
+        }
     }
 
     /// Remember a sidecar handed out (idempotent).
@@ -139,7 +159,7 @@ pub fn split_sidecar_name(name: &str) -> Option<(&str, ViewKind)> {
 impl H5Fs {
     /// The view set of the dataset `ds` shown as `node` (built once).
     pub(super) fn view_set(&self, node: &Node, ds: &Arc<Dataset>) -> Arc<ViewSet> {
-        self.views.set(node.ino, |opts| {
+        self.views.set(node.ino, ds, |opts| {
             let set = match self.file_of(node) {
                 Ok(file) => ViewSet::for_dataset(&file, ds, opts),
                 Err(_) => ViewSet::default(),

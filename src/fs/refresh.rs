@@ -1,0 +1,527 @@
+//! Growing files (`--refresh SECONDS`): re-reading the mounted file while a writer appends.
+//!
+//! Mechanism. Without refresh the mount parses the file once: attributes, listings and
+//! decoded chunks are kept, and the kernel may cache entries, attributes and pages for an hour.
+//! With refresh, a [`Watcher`] is asked every period whether the file changed: it compares a
+//! [`Stamp`] (device, inode, size, modification and change times) with the one of the state
+//! being served. On a change, [`H5Fs::refresh`] opens a new [`File`] on the same path (fresh
+//! superblock, headers and chunk cache: an unfiltered edge chunk is rewritten in place as rows
+//! are added, so chunks decoded before must not be served again) and checks it against every
+//! object the kernel has been shown: each object of the mounted file still has a readable
+//! header, each dataset still opens, each group whose listing was built still lists, and a
+//! dataset whose size changed reads [`PROBE`] bytes at its new end and at its old end, the
+//! latter equal to the bytes the old view serves there. A check that fails is a writer caught
+//! mid-write (a non-SWMR writer updates structures in place, in no particular order): the old
+//! view stays, and the next period tries again, as the stamp taken before the attempt is not
+//! recorded as served. Only a difference in the old bytes is accepted, with a warning, when
+//! the file is settled (the same stamp failed the check one period before): then the writer
+//! rewrote data rather than appended.
+//!
+//! A new view that passes is swapped in: attributes and listings are dropped (recomputed on
+//! demand from the new file; view sets rebuild themselves, being kept per dataset handle), and
+//! the kernel is told what to forget, as [`Invalidation`]s the FUSE adapter sends as
+//! notifications: attributes of every inode whose attributes changed, and for a dataset
+//! whose size changed the cached pages from its old end rounded down to [`PAGE`] (the kernel
+//! zero-filled the rest of the last page), or all of them if the dataset did not simply grow
+//! along its first dimension; sidecars (`.npy`, `.hdr`) of such a dataset entirely (their
+//! headers describe the shape); for a directory whose listing changed, each added, removed or
+//! changed name and its cached listing. Entries the kernel learned by lookup alone expire with
+//! their time-to-live, no longer than the period. Inode numbers are object-header addresses,
+//! so they stay the same across refreshes, and open handles keep working.
+//!
+//! Bytes already served do not change for a writer that only appends (SWMR or not): the
+//! file's data is written before the metadata that points at it (SWMR guarantees this order),
+//! so a new view covers the old one. A dataset that shrinks, changes type or grows along
+//! another dimension is logged and served in its new state. Only the mounted file is
+//! watched: files reached through external links are served as first opened.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::attr::{Attr, FileKind};
+use super::dir::Listing;
+use super::files::MAIN;
+use super::{read, views, H5Fs, Node};
+use crate::model::{Dataset, File, ObjectId, ObjectKind, OpenOptions};
+use crate::views::ViewKind;
+
+/// Granularity of the kernel's page cache invalidation: the largest common page size (64 KiB
+/// pages on some arm64 and ppc64 kernels), so rounding down to it covers any smaller page.
+pub const PAGE: u64 = 1 << 16;
+
+/// Bytes read at the old and the new end of a dataset that changed size, to check a new view.
+pub const PROBE: u32 = 1 << 16;
+
+/// One state of the file on disk: a write changes its size or times, a replacement its inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    /// The stamp of `meta`.
+    pub fn of_meta(meta: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// The stamp of the file at `path` now.
+    pub fn of(path: &Path) -> std::io::Result<Stamp> {
+        std::fs::metadata(path).map(|m| Stamp::of_meta(&m))
+    }
+}
+
+/// A kernel cache entry to drop after a refresh.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Invalidation {
+    /// The attributes of `ino`, and its cached data from byte `from` on (`None`: attributes
+    /// only).
+    Inode { ino: u64, from: Option<u64> },
+    /// The entry `name` of directory `parent`.
+    Entry { parent: u64, name: String },
+}
+
+/// What one check of the file found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The file is as served.
+    Unchanged,
+    /// The file changed but was not taken: why (the old view is still served; the next check
+    /// tries again).
+    Kept(String),
+    /// A new view is served; the kernel must forget these.
+    Refreshed(Vec<Invalidation>),
+}
+
+/// Watches the mounted file for changes and refreshes the filesystem.
+#[derive(Debug)]
+pub struct Watcher {
+    path: PathBuf,
+    /// The state being served (`None`: unknown, so the next check refreshes).
+    served: Option<Stamp>,
+    /// The last state a refresh was tried on.
+    tried: Option<Stamp>,
+}
+
+impl Watcher {
+    /// Watch `path`, whose state `served` (taken before it was opened) is being served.
+    pub fn new(path: &Path, served: Option<Stamp>) -> Watcher {
+        Watcher {
+            path: path.to_path_buf(),
+            served,
+            tried: None,
+        }
+    }
+
+    /// Check the file once; refresh `fs` if it changed.
+    pub fn check(&mut self, fs: &H5Fs) -> Outcome {
+        let now = match Stamp::of(&self.path) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Kept(format!("{}: {e}", self.path.display())),
+        };
+        if self.served == Some(now) {
+            return Outcome::Unchanged;
+        }
+        let settled = self.tried == Some(now);
+        self.tried = Some(now);
+        match fs.refresh(settled) {
+            Ok(inv) => {
+                // The stamp from before the file was read: a write during the refresh makes
+                // the next check read it again.
+                self.served = Some(now);
+                Outcome::Refreshed(inv)
+            }
+            Err(why) => Outcome::Kept(why),
+        }
+    }
+}
+
+/// What a refresh compares: the inodes the kernel was shown, with their old attributes, and
+/// the listings built.
+struct Before {
+    nodes: Vec<(Arc<Node>, Attr)>,
+    listings: HashMap<u64, Arc<Listing>>,
+}
+
+impl H5Fs {
+    /// Re-read the mounted file and serve the new state (see the module docs); `Err` with the
+    /// reason when the new state cannot be read and the old one stays. `settled`: the file
+    /// has not changed since the last attempt, so old bytes that differ are a rewrite, not a
+    /// write in progress.
+    pub fn refresh(&self, settled: bool) -> Result<Vec<Invalidation>, String> {
+        let old = self.files.main();
+        let options = OpenOptions {
+            cache_bytes: old.chunk_cache().capacity(),
+            allow_outside_paths: old.allow_outside_paths(),
+        };
+        let new = File::open(old.path(), &options).map_err(|e| e.to_string())?;
+        if new.root() != old.root() {
+            return Err(format!(
+                "root group moved from {:#x} to {:#x} (another file?); not followed",
+                old.root().0,
+                new.root().0
+            ));
+        }
+        let before = Before {
+            nodes: self
+                .inodes
+                .nodes()
+                .into_iter()
+                .filter_map(|n| n.attr.get().copied().map(|a| (n, a)))
+                .collect(),
+            listings: self
+                .listings
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        };
+        self.check_new(&old, &new, &before, settled)?;
+        // Swap first, then drop what was computed from the old file: a reader that fetches a
+        // node after `reset_attrs` sees the new file (see `InodeTable::reset_attrs` and the
+        // listings generation).
+        self.files.replace_main(new.clone());
+        self.inodes.reset_attrs();
+        {
+            let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
+            self.listings_gen.fetch_add(1, Ordering::AcqRel);
+            map.clear();
+        }
+        Ok(self.invalidations(&old, &new, &before))
+    }
+
+    /// Every object of the mounted file the kernel knows must still be readable in `new`
+    /// where it was in `old`.
+    fn check_new(
+        &self,
+        old: &File,
+        new: &File,
+        before: &Before,
+        settled: bool,
+    ) -> Result<(), String> {
+        let fail = |n: &Node, e: crate::error::Error| format!("{}: {e}", n.path);
+        for (node, _) in &before.nodes {
+            let Some(id) = node.object().filter(|_| node.file == MAIN) else {
+                continue;
+            };
+            let Ok(kind) = old.kind(id) else {
+                continue;
+            };
+            let new_kind = new.kind(id).map_err(|e| fail(node, e))?;
+            match kind {
+                ObjectKind::Dataset => {
+                    let (Ok(was), ObjectKind::Dataset) = (old.dataset(id), new_kind) else {
+                        continue;
+                    };
+                    let now = new.dataset(id).map_err(|e| fail(node, e))?;
+                    if was.len() != now.len() {
+                        probe(node, &was, &now, settled)?;
+                    }
+                }
+                ObjectKind::Group
+                    if new_kind == ObjectKind::Group && before.listings.contains_key(&node.ino) =>
+                {
+                    new.links(id).map_err(|e| fail(node, e))?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// What the kernel must forget once `new` replaced `old`.
+    fn invalidations(&self, old: &File, new: &File, before: &Before) -> Vec<Invalidation> {
+        let mut out = Vec::new();
+        for (node, was) in &before.nodes {
+            let now = match self.getattr(node.ino) {
+                Ok(a) => a,
+                Err(_) => {
+                    out.push(Invalidation::Inode {
+                        ino: node.ino,
+                        from: Some(0),
+                    });
+                    continue;
+                }
+            };
+            if now == *was {
+                continue;
+            }
+            let from = if now.kind == FileKind::RegularFile && now.size != was.size {
+                let grew = now.size > was.size
+                    && node.file == MAIN
+                    && node.object().is_some_and(|id| appended(old, new, id));
+                if !grew {
+                    log::warn!(
+                        "{}: changed other than by appending ({} -> {} bytes); serving the \
+                         new state",
+                        node.path,
+                        was.size,
+                        now.size
+                    );
+                }
+                for kind in [ViewKind::Npy, ViewKind::EnviHeader] {
+                    if let Some(ino) = views::sidecar_ino(node.ino, kind)
+                        .filter(|&ino| self.views.sidecar(ino).is_some())
+                    {
+                        out.push(Invalidation::Inode { ino, from: Some(0) });
+                    }
+                }
+                Some(if grew { was.size / PAGE * PAGE } else { 0 })
+            } else {
+                None
+            };
+            out.push(Invalidation::Inode {
+                ino: node.ino,
+                from,
+            });
+        }
+        for (&dir, was) in &before.listings {
+            let now = self.listing(dir).ok();
+            let mut changed = false;
+            for e in &was.entries {
+                if now.as_ref().and_then(|l| l.find(&e.name)) != Some(e) {
+                    changed = true;
+                    out.push(Invalidation::Entry {
+                        parent: dir,
+                        name: e.name.clone(),
+                    });
+                }
+            }
+            for e in now.iter().flat_map(|l| l.entries.iter()) {
+                if was.find(&e.name).is_none() {
+                    changed = true;
+                    out.push(Invalidation::Entry {
+                        parent: dir,
+                        name: e.name.clone(),
+                    });
+                }
+            }
+            if changed {
+                out.push(Invalidation::Inode {
+                    ino: dir,
+                    from: Some(0),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Read [`PROBE`] bytes at the new end of `now` and at the old end of `was`, which must
+/// match the old bytes unless the file is `settled`.
+fn probe(node: &Node, was: &Dataset, now: &Dataset, settled: bool) -> Result<(), String> {
+    let read = |ds: &Dataset, end: u64| {
+        let start = end.saturating_sub(u64::from(PROBE));
+        // `end - start` is at most PROBE.
+        read::read(ds, start, (end - start) as u32).map_err(|e| format!("{}: {e}", node.path))
+    };
+    read(now, now.len())?;
+    let end = was.len().min(now.len());
+    if read(was, end)? != read(now, end)? {
+        let msg = format!("{}: bytes served before changed", node.path);
+        if !settled {
+            return Err(format!("{msg} (a write in progress?)"));
+        }
+        log::warn!("{msg}; serving the new state");
+    }
+    Ok(())
+}
+
+/// True when dataset `id` of `new` is dataset `id` of `old` with rows added: same type,
+/// layout and trailing dimensions, a first dimension at least as long. Its image then starts
+/// with the old image.
+fn appended(old: &File, new: &File, id: ObjectId) -> bool {
+    let (Ok(a), Ok(b)) = (old.dataset(id), new.dataset(id)) else {
+        return false;
+    };
+    let (a, b) = (&a.info, &b.info);
+    a.dtype == b.dtype
+        && a.layout == b.layout
+        && a.shape.len() == b.shape.len()
+        && a.shape.first() <= b.shape.first()
+        && a.shape.get(1..) == b.shape.get(1..)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::fs::{FsOptions, ROOT_INO};
+    use crate::views::ViewOptions;
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/mount-tests/fixtures/grow");
+
+    fn snapshot(name: &str) -> Vec<u8> {
+        std::fs::read(Path::new(FIXTURES).join(name)).unwrap()
+    }
+
+    /// Overwrite `path` in place with `bytes` (no truncation first, as a writer would).
+    fn overwrite(path: &Path, bytes: &[u8]) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.write_all(bytes).unwrap();
+        f.set_len(bytes.len() as u64).unwrap();
+    }
+
+    fn mount(path: &Path, npy: bool) -> H5Fs {
+        let file = File::open(path, &OpenOptions::default()).unwrap();
+        let views = ViewOptions {
+            npy,
+            envi: false,
+            text: true,
+            byte_order: Default::default(),
+        };
+        let opts = FsOptions {
+            uid: 0,
+            gid: 0,
+            file_mtime: SystemTime::UNIX_EPOCH,
+            file_size: 0,
+            views,
+            refresh: Some(std::time::Duration::from_secs(1)),
+        };
+        H5Fs::new(file, opts)
+    }
+
+    fn ino(fs: &H5Fs, path: &str) -> u64 {
+        let mut ino = ROOT_INO;
+        for name in path.split('/').filter(|c| !c.is_empty()) {
+            ino = fs.lookup(ino, OsStr::new(name)).unwrap().ino;
+        }
+        ino
+    }
+
+    fn read_all(fs: &H5Fs, ino: u64) -> Vec<u8> {
+        let len = fs.getattr(ino).unwrap().size;
+        fs.read(ino, 0, u32::try_from(len).unwrap()).unwrap()
+    }
+
+    fn gz(rows: u64) -> Vec<u8> {
+        (0..rows)
+            .flat_map(|i| (0..3).map(move |j| (i * 4 + j + 1) as i32))
+            .flat_map(i32::to_le_bytes)
+            .collect()
+    }
+
+    #[test]
+    fn swmr_snapshots_grow_and_invalidate_exactly_what_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.h5");
+        std::fs::write(&path, snapshot("swmr_a.h5")).unwrap();
+        let mut w = Watcher::new(&path, Some(Stamp::of(&path).unwrap()));
+        let fs = mount(&path, true);
+        assert_eq!(w.check(&fs), Outcome::Unchanged);
+        let (data, gz_ino, plain, fixed) = (
+            ino(&fs, "/data"),
+            ino(&fs, "/data/gz"),
+            ino(&fs, "/data/plain"),
+            ino(&fs, "/fixed"),
+        );
+        fs.listing(ROOT_INO).unwrap();
+        fs.listing(data).unwrap();
+        assert_eq!(read_all(&fs, gz_ino), gz(20));
+        let npy = views::sidecar_ino(gz_ino, ViewKind::Npy).unwrap();
+        let plain_npy = views::sidecar_ino(plain, ViewKind::Npy).unwrap();
+        assert_eq!(fs.lookup(data, OsStr::new("gz.npy")).unwrap().ino, npy);
+        let fixed_bytes = read_all(&fs, fixed);
+
+        overwrite(&path, &snapshot("swmr_b.h5"));
+        let Outcome::Refreshed(inv) = w.check(&fs) else {
+            panic!("not refreshed");
+        };
+        let expect = |ino, old_size: u64| Invalidation::Inode {
+            ino,
+            from: Some(old_size / PAGE * PAGE),
+        };
+        let mut inv = inv;
+        inv.sort_by_key(|i| format!("{i:?}"));
+        let mut want = vec![
+            expect(gz_ino, 240),
+            expect(plain, 160),
+            Invalidation::Inode {
+                ino: npy,
+                from: Some(0),
+            },
+            // Handed out by the listing of /data.
+            Invalidation::Inode {
+                ino: plain_npy,
+                from: Some(0),
+            },
+        ];
+        want.sort_by_key(|i| format!("{i:?}"));
+        assert_eq!(inv, want, "only the grown datasets and their .npy");
+        assert_eq!(fs.getattr(gz_ino).unwrap().size, 45 * 12);
+        assert_eq!(read_all(&fs, gz_ino), gz(45));
+        assert_eq!(read_all(&fs, fixed), fixed_bytes);
+        assert_eq!(w.check(&fs), Outcome::Unchanged);
+
+        overwrite(&path, &snapshot("swmr_c.h5"));
+        let Outcome::Refreshed(inv) = w.check(&fs) else {
+            panic!("not refreshed");
+        };
+        for name in ["extra", "extra.npy"] {
+            let e = Invalidation::Entry {
+                parent: ROOT_INO,
+                name: name.into(),
+            };
+            assert_eq!(inv.contains(&e), name == "extra", "{name}");
+        }
+        for name in ["new", "new.npy"] {
+            let e = Invalidation::Entry {
+                parent: data,
+                name: name.into(),
+            };
+            assert!(inv.contains(&e), "{name}: {inv:?}");
+        }
+        for dir in [ROOT_INO, data] {
+            assert!(inv.contains(&Invalidation::Inode {
+                ino: dir,
+                from: Some(0)
+            }));
+        }
+        assert!(inv.contains(&expect(gz_ino, 540)));
+        assert_eq!(read_all(&fs, gz_ino), gz(60));
+        assert_eq!(read_all(&fs, ino(&fs, "/extra/note")), [7, 8, 9]);
+        assert_eq!(read_all(&fs, ino(&fs, "/data/new")).len(), 80);
+        assert_eq!(read_all(&fs, fixed), fixed_bytes);
+    }
+
+    #[test]
+    fn a_torn_file_keeps_the_old_view_until_it_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.h5");
+        let a = snapshot("plain_a.h5");
+        std::fs::write(&path, &a).unwrap();
+        let mut w = Watcher::new(&path, Some(Stamp::of(&path).unwrap()));
+        let fs = mount(&path, false);
+        let gz_ino = ino(&fs, "/data/gz");
+        assert_eq!(read_all(&fs, gz_ino), gz(20));
+        // The start of b over a: a writer caught mid-write.
+        let b = snapshot("plain_b.h5");
+        let mut torn = b[..b.len() / 2].to_vec();
+        torn.extend_from_slice(&a[torn.len().min(a.len())..]);
+        overwrite(&path, &torn);
+        // Its metadata points at chunks not written yet: kept, also once settled.
+        for _ in 0..2 {
+            let out = w.check(&fs);
+            assert!(matches!(out, Outcome::Kept(_)), "{out:?}");
+            assert_eq!(read_all(&fs, gz_ino), gz(20));
+        }
+        overwrite(&path, &b);
+        assert!(matches!(w.check(&fs), Outcome::Refreshed(_)));
+        assert_eq!(read_all(&fs, gz_ino), gz(45));
+        assert_eq!(w.check(&fs), Outcome::Unchanged);
+    }
+}
