@@ -9,13 +9,11 @@
 //! are added, so chunks decoded before must not be served again) and checks it against every
 //! object the kernel has been shown: each object of the mounted file still has a readable
 //! header, each dataset still opens, each group whose listing was built still lists, and a
-//! dataset whose size changed reads [`PROBE`] bytes at its new end and at its old end, the
-//! latter equal to the bytes the old view serves there. A check that fails is a writer caught
-//! mid-write (a non-SWMR writer updates structures in place, in no particular order): the old
-//! view stays, and the next period tries again, as the stamp taken before the attempt is not
-//! recorded as served. Only a difference in the old bytes is accepted, with a warning, when
-//! the file is settled (the same stamp failed the check one period before): then the writer
-//! rewrote data rather than appended.
+//! dataset whose size changed reads [`PROBE`] bytes at its new end and at its old end (the
+//! old view cannot serve as a reference: it parses lazily, so it too reads the changed file).
+//! A check that fails is a writer caught mid-write (a non-SWMR writer updates structures in
+//! place, in no particular order): the old view stays, and the next period tries again, as the
+//! stamp taken before the attempt is not recorded as served.
 //!
 //! A new view that passes is swapped in: attributes and listings are dropped (recomputed on
 //! demand from the new file; view sets rebuild themselves, being kept per dataset handle), and
@@ -111,8 +109,6 @@ pub struct Watcher {
     path: PathBuf,
     /// The state being served (`None`: unknown, so the next check refreshes).
     served: Option<Stamp>,
-    /// The last state a refresh was tried on.
-    tried: Option<Stamp>,
 }
 
 impl Watcher {
@@ -121,7 +117,6 @@ impl Watcher {
         Watcher {
             path: path.to_path_buf(),
             served,
-            tried: None,
         }
     }
 
@@ -134,9 +129,7 @@ impl Watcher {
         if self.served == Some(now) {
             return Outcome::Unchanged;
         }
-        let settled = self.tried == Some(now);
-        self.tried = Some(now);
-        match fs.refresh(settled) {
+        match fs.refresh() {
             Ok(inv) => {
                 // The stamp from before the file was read: a write during the refresh makes
                 // the next check read it again.
@@ -157,10 +150,8 @@ struct Before {
 
 impl H5Fs {
     /// Re-read the mounted file and serve the new state (see the module docs); `Err` with the
-    /// reason when the new state cannot be read and the old one stays. `settled`: the file
-    /// has not changed since the last attempt, so old bytes that differ are a rewrite, not a
-    /// write in progress.
-    pub fn refresh(&self, settled: bool) -> Result<Vec<Invalidation>, String> {
+    /// reason when the new state cannot be read and the old one stays.
+    pub fn refresh(&self) -> Result<Vec<Invalidation>, String> {
         let old = self.files.main();
         let options = OpenOptions {
             cache_bytes: old.chunk_cache().capacity(),
@@ -187,7 +178,7 @@ impl H5Fs {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
         };
-        self.check_new(&old, &new, &before, settled)?;
+        self.check_new(&old, &new, &before)?;
         // Swap first, then drop what was computed from the old file: a reader that fetches a
         // node after `reset_attrs` sees the new file (see `InodeTable::reset_attrs` and the
         // listings generation).
@@ -203,13 +194,7 @@ impl H5Fs {
 
     /// Every object of the mounted file the kernel knows must still be readable in `new`
     /// where it was in `old`.
-    fn check_new(
-        &self,
-        old: &File,
-        new: &File,
-        before: &Before,
-        settled: bool,
-    ) -> Result<(), String> {
+    fn check_new(&self, old: &File, new: &File, before: &Before) -> Result<(), String> {
         let fail = |n: &Node, e: crate::error::Error| format!("{}: {e}", n.path);
         for (node, _) in &before.nodes {
             let Some(id) = node.object().filter(|_| node.file == MAIN) else {
@@ -226,7 +211,7 @@ impl H5Fs {
                     };
                     let now = new.dataset(id).map_err(|e| fail(node, e))?;
                     if was.len() != now.len() {
-                        probe(node, &was, &now, settled)?;
+                        probe(node, &now, was.len())?;
                     }
                 }
                 ObjectKind::Group
@@ -318,22 +303,13 @@ impl H5Fs {
     }
 }
 
-/// Read [`PROBE`] bytes at the new end of `now` and at the old end of `was`, which must
-/// match the old bytes unless the file is `settled`.
-fn probe(node: &Node, was: &Dataset, now: &Dataset, settled: bool) -> Result<(), String> {
-    let read = |ds: &Dataset, end: u64| {
+/// Read [`PROBE`] bytes of `ds` before its end and before `old_len`, its length in the old
+/// view.
+fn probe(node: &Node, ds: &Dataset, old_len: u64) -> Result<(), String> {
+    for end in [ds.len(), old_len.min(ds.len())] {
         let start = end.saturating_sub(u64::from(PROBE));
         // `end - start` is at most PROBE.
-        read::read(ds, start, (end - start) as u32).map_err(|e| format!("{}: {e}", node.path))
-    };
-    read(now, now.len())?;
-    let end = was.len().min(now.len());
-    if read(was, end)? != read(now, end)? {
-        let msg = format!("{}: bytes served before changed", node.path);
-        if !settled {
-            return Err(format!("{msg} (a write in progress?)"));
-        }
-        log::warn!("{msg}; serving the new state");
+        read::read(ds, start, (end - start) as u32).map_err(|e| format!("{}: {e}", node.path))?;
     }
     Ok(())
 }
