@@ -154,13 +154,13 @@ impl Drop for Mapping {
     }
 }
 
-/// Mount a copy of `first` with `--refresh`, then write each later snapshot over it and
-/// check the mount follows: `stages` is `(snapshot, rows)`.
-fn follow_snapshots(stages: &[(&str, u64)], new_names: &[(&str, &[&str])]) {
+/// Mount a copy of the first snapshot with `args` (which ask for a refresh), then write each
+/// later snapshot over it and check the mount follows: `stages` is `(snapshot, rows)`.
+fn follow_snapshots(args: &[&str], stages: &[(&str, u64)], new_names: &[(&str, &[&str])]) {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("growing.h5");
     fs::copy(fixtures().join(stages[0].0), &file).unwrap();
-    let m = Mount::background(&file, &["--refresh", REFRESH]);
+    let m = Mount::background(&file, args);
     let gz = m.at("/data/gz");
     let plain = m.at("/data/plain");
     let rows0 = stages[0].1;
@@ -224,6 +224,7 @@ fn follow_snapshots(stages: &[(&str, u64)], new_names: &[(&str, &[&str])]) {
 #[test]
 fn swmr_snapshots_are_followed() {
     follow_snapshots(
+        &["--refresh", REFRESH],
         &[("swmr_a.h5", 20), ("swmr_b.h5", 45), ("swmr_c.h5", 60)],
         &[("swmr_c.h5", &["/data/new", "/extra", "/extra/note"])],
     );
@@ -231,7 +232,9 @@ fn swmr_snapshots_are_followed() {
 
 #[test]
 fn plain_append_snapshots_are_followed() {
+    // The fstab spelling of the option.
     follow_snapshots(
+        &["-o", "ro,refresh=1"],
         &[("plain_a.h5", 20), ("plain_b.h5", 45)],
         &[("plain_b.h5", &["/extra", "/extra/note"])],
     );
@@ -242,21 +245,49 @@ fn new_objects_appear_in_listings_and_carry_their_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("growing.h5");
     fs::copy(fixtures().join("swmr_b.h5"), &file).unwrap();
-    let m = Mount::background(&file, &["--refresh", REFRESH]);
+    let m = Mount::background(&file, &["--refresh", REFRESH, "--npy"]);
     // Listed (and so cached by the kernel) before the change.
-    assert_eq!(names(m.path()), ["data", "fixed"]);
-    assert_eq!(names(&m.at("/data")), ["gz", "plain"]);
+    assert_eq!(names(m.path()), ["data", "fixed", "fixed.npy"]);
+    assert_eq!(
+        names(&m.at("/data")),
+        ["gz", "gz.npy", "plain", "plain.npy"]
+    );
+    assert_eq!(npy_data(&m.at("/data/gz.npy")), gz_rows(0, 45));
     overwrite(&file, "swmr_c.h5");
     let start = Instant::now();
-    while names(m.path()) != ["data", "extra", "fixed"] && start.elapsed() < REFRESH_WAIT {
+    while !names(m.path()).contains(&"extra".to_string()) && start.elapsed() < REFRESH_WAIT {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(names(m.path()), ["data", "extra", "fixed"]);
-    assert_eq!(names(&m.at("/data")), ["gz", "new", "plain"]);
-    assert_eq!(names(&m.at("/extra")), ["note"]);
+    assert_eq!(names(m.path()), ["data", "extra", "fixed", "fixed.npy"]);
+    assert_eq!(
+        names(&m.at("/data")),
+        ["gz", "gz.npy", "new", "new.npy", "plain", "plain.npy"]
+    );
+    assert_eq!(names(&m.at("/extra")), ["note", "note.npy"]);
+    // The sidecar of a grown dataset is rewritten: its header holds the new shape.
+    assert_eq!(npy_data(&m.at("/data/gz.npy")), gz_rows(0, 60));
     assert_eq!(fs::read(m.at("/extra/note")).unwrap(), [7, 8, 9]);
     let new: Vec<u8> = (1..=10i64).flat_map(i64::to_le_bytes).collect();
     assert_eq!(fs::read(m.at("/data/new")).unwrap(), new);
+}
+
+/// The data of an NPY file (after its header), checking the header's shape has as many rows
+/// as the data.
+fn npy_data(p: &Path) -> Vec<u8> {
+    let bytes = fs::read(p).unwrap();
+    assert_eq!(&bytes[..6], b"\x93NUMPY");
+    let (start, header) = match bytes[6] {
+        1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+        _ => (
+            12,
+            u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
+        ),
+    };
+    let text = String::from_utf8_lossy(&bytes[start..start + header]).into_owned();
+    let data = bytes[start + header..].to_vec();
+    let rows = data.len() as u64 / GZ_ROW;
+    assert!(text.contains(&format!("({rows}, 3)")), "{text}");
+    data
 }
 
 #[test]

@@ -475,6 +475,26 @@ mod tests {
     }
 
     #[test]
+    fn another_file_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.h5");
+        std::fs::write(&path, snapshot("swmr_a.h5")).unwrap();
+        let mut w = Watcher::new(&path, Some(Stamp::of(&path).unwrap()));
+        let fs = mount(&path, false);
+        let gz_ino = ino(&fs, "/data/gz");
+        // An earliest-format file: its root group lies elsewhere.
+        overwrite(&path, &snapshot("plain_b.h5"));
+        let out = w.check(&fs);
+        assert!(
+            matches!(&out, Outcome::Kept(why) if why.contains("root group moved")),
+            "{out:?}"
+        );
+        assert_eq!(fs.getattr(gz_ino).unwrap().size, 20 * 12);
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(w.check(&fs), Outcome::Kept(_)), "file gone");
+    }
+
+    #[test]
     fn a_torn_file_keeps_the_old_view_until_it_reads() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.h5");
