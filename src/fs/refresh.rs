@@ -43,6 +43,7 @@ use super::attr::{Attr, FileKind};
 use super::dir::Listing;
 use super::files::MAIN;
 use super::{read, views, H5Fs, Node};
+use crate::error::ErrorClass;
 use crate::model::{Dataset, File, ObjectId, ObjectKind, OpenOptions};
 use crate::views::ViewKind;
 
@@ -304,12 +305,18 @@ impl H5Fs {
 }
 
 /// Read [`PROBE`] bytes of `ds` before its end and before `old_len`, its length in the old
-/// view.
+/// view. Only bytes that do not decode fail the check: a dataset this reader cannot serve
+/// anyway (an unavailable filter, a missing virtual source) does not hold back the others.
 fn probe(node: &Node, ds: &Dataset, old_len: u64) -> Result<(), String> {
     for end in [ds.len(), old_len.min(ds.len())] {
         let start = end.saturating_sub(u64::from(PROBE));
         // `end - start` is at most PROBE.
-        read::read(ds, start, (end - start) as u32).map_err(|e| format!("{}: {e}", node.path))?;
+        match read::read(ds, start, (end - start) as u32) {
+            Err(e) if e.errno_class() == ErrorClass::Io => {
+                return Err(format!("{}: {e}", node.path))
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
