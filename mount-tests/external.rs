@@ -39,9 +39,8 @@ fn lay_out(tmp: &Path, form: &str) -> PathBuf {
     let d = tmp.join("d");
     fs::create_dir_all(d.join("sub")).unwrap();
     let src = fixtures();
-    for name in [format!("main_{form}.h5")] {
-        fs::copy(src.join(&name), d.join(&name)).unwrap();
-    }
+    let main = format!("main_{form}.h5");
+    fs::copy(src.join(&main), d.join(&main)).unwrap();
     for name in [format!("a_{form}.h5"), format!("b_{form}.h5")] {
         fs::copy(src.join("sub").join(&name), d.join("sub").join(&name)).unwrap();
     }
