@@ -11,7 +11,7 @@
 //! the object's heap-space offset and length; we walk down from the root choosing the row and
 //! column that cover the offset, so one `get` reads one block per level.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 
@@ -85,7 +85,14 @@ pub struct FractalHeap {
     /// is hashed once and each object read alone. Bounded by [`MAX_VERIFIED_BLOCKS`] (past
     /// it, blocks are verified on every read), and private to this handle.
     verified_blocks: Arc<Mutex<HashSet<u64>>>,
+    /// Indirect blocks read and verified through this handle, by (address, heap offset,
+    /// rows): every object lookup walks from the root indirect block down. Bounded by
+    /// [`MAX_KEPT_IBLOCKS`].
+    iblocks: Arc<Mutex<HashMap<(u64, u64, u32), Arc<Vec<u8>>>>>,
 }
+
+/// Most indirect blocks kept per heap handle (each at most a few KiB for real heaps).
+const MAX_KEPT_IBLOCKS: usize = 64;
 
 /// Most verified block addresses remembered per heap handle (8 bytes each).
 const MAX_VERIFIED_BLOCKS: usize = 1 << 20;
@@ -197,6 +204,7 @@ impl FractalHeap {
             max_direct_rows,
             sizes,
             verified_blocks: Arc::new(Mutex::new(HashSet::new())),
+            iblocks: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
@@ -478,8 +486,37 @@ impl FractalHeap {
         };
         let hlen = 5 + o + self.offset_width as u64;
         let len = hlen + direct * dsize + indirect * o + 4;
-        let buf = storage.read_checksummed(addr, len, IBLOCK)?;
+        let key = (addr, ioff, rows);
+        let kept = {
+            let map = self.iblocks.lock().unwrap_or_else(|e| e.into_inner());
+            map.get(&key).cloned()
+        };
+        let buf = match kept {
+            Some(b) => b,
+            None => {
+                let b = Arc::new(storage.read_checksummed(addr, len, IBLOCK)?);
+                self.check_iblock_header(&b, addr, ioff)?;
+                let mut map = self.iblocks.lock().unwrap_or_else(|e| e.into_inner());
+                if map.len() < MAX_KEPT_IBLOCKS {
+                    map.insert(key, b.clone());
+                }
+                b
+            }
+        };
+        let pos = if entry < direct {
+            hlen + entry * dsize
+        } else {
+            hlen + direct * dsize + (entry - direct) * o
+        };
         let mut c = Cursor::new(&buf, addr, IBLOCK);
+        c.seek(pos as usize)?;
+        c.offset(self.sizes)
+    }
+
+    /// Check the header of the indirect block at `addr` expected at heap offset `ioff`.
+    fn check_iblock_header(&self, buf: &[u8], addr: u64, ioff: u64) -> Result<()> {
+        let o = self.sizes.offset as u64;
+        let mut c = Cursor::new(buf, addr, IBLOCK);
         c.signature(b"FHIB")?;
         let v = c.u8()?;
         if v != 0 {
@@ -493,13 +530,7 @@ impl FractalHeap {
         if off != ioff {
             return Err(c.corrupt(format!("block offset {off}, expected {ioff}")));
         }
-        let pos = if entry < direct {
-            hlen + entry * dsize
-        } else {
-            hlen + direct * dsize + (entry - direct) * o
-        };
-        c.seek(pos as usize)?;
-        c.offset(self.sizes)
+        Ok(())
     }
 }
 
