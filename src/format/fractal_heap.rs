@@ -88,8 +88,11 @@ pub struct FractalHeap {
     /// Indirect blocks read and verified through this handle, by (address, heap offset,
     /// rows): every object lookup walks from the root indirect block down. Bounded by
     /// [`MAX_KEPT_IBLOCKS`].
-    iblocks: Arc<Mutex<HashMap<(u64, u64, u32), Arc<Vec<u8>>>>>,
+    iblocks: Arc<Mutex<KeptIblocks>>,
 }
+
+/// Verified indirect blocks by (address, heap offset, rows).
+type KeptIblocks = HashMap<(u64, u64, u32), Arc<Vec<u8>>>;
 
 /// Most indirect blocks kept per heap handle (each at most a few KiB for real heaps).
 const MAX_KEPT_IBLOCKS: usize = 64;
