@@ -237,3 +237,18 @@ fn a_symlink_on_disk_does_not_smuggle_an_outside_file_in() {
     // The rest still works.
     assert_eq!(fs::read(m.at("/local")).unwrap().len(), 24);
 }
+
+#[test]
+fn a_fifo_in_place_of_a_linked_file_does_not_hang_the_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let main = lay_out(tmp.path(), "earliest");
+    let b = tmp.path().join("d/sub/b_earliest.h5");
+    fs::remove_file(&b).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&b).status();
+    assert!(made.unwrap().success());
+    let m = Mount::background(&main, &[]);
+    // Opening the FIFO would block until a writer came; it is refused instead.
+    let md = fs::symlink_metadata(m.at("/chain")).unwrap();
+    assert!(md.file_type().is_symlink(), "/chain: {md:?}");
+    assert_eq!(fs::read(m.at("/local")).unwrap().len(), 24);
+}
