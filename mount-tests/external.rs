@@ -39,9 +39,8 @@ fn lay_out(tmp: &Path, form: &str) -> PathBuf {
     let d = tmp.join("d");
     fs::create_dir_all(d.join("sub")).unwrap();
     let src = fixtures();
-    for name in [format!("main_{form}.h5")] {
-        fs::copy(src.join(&name), d.join(&name)).unwrap();
-    }
+    let main = format!("main_{form}.h5");
+    fs::copy(src.join(&main), d.join(&main)).unwrap();
     for name in [format!("a_{form}.h5"), format!("b_{form}.h5")] {
         fs::copy(src.join("sub").join(&name), d.join("sub").join(&name)).unwrap();
     }
@@ -236,5 +235,20 @@ fn a_symlink_on_disk_does_not_smuggle_an_outside_file_in() {
     assert!(md.file_type().is_symlink(), "/chain is shown: {md:?}");
     assert!(fs::metadata(m.at("/chain")).is_err());
     // The rest still works.
+    assert_eq!(fs::read(m.at("/local")).unwrap().len(), 24);
+}
+
+#[test]
+fn a_fifo_in_place_of_a_linked_file_does_not_hang_the_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let main = lay_out(tmp.path(), "earliest");
+    let b = tmp.path().join("d/sub/b_earliest.h5");
+    fs::remove_file(&b).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&b).status();
+    assert!(made.unwrap().success());
+    let m = Mount::background(&main, &[]);
+    // Opening the FIFO would block until a writer came; it is refused instead.
+    let md = fs::symlink_metadata(m.at("/chain")).unwrap();
+    assert!(md.file_type().is_symlink(), "/chain: {md:?}");
     assert_eq!(fs::read(m.at("/local")).unwrap().len(), 24);
 }

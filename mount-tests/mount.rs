@@ -363,7 +363,7 @@ fn tree_matches_manifest() {
     let Some(man) = manifest() else { return };
     let mut failures = Vec::new();
     let all = files(&man);
-    for (name, objs) in all.iter().cloned() {
+    for (name, objs) in all.clone() {
         let m = Mount::background(&data_file(&name), &[]);
         let root_addr = objs.get("/").and_then(|o| o["addr"].as_u64());
         for (path, o) in &objs {

@@ -11,10 +11,9 @@
 //! the object's heap-space offset and length; we walk down from the root choosing the row and
 //! column that cover the offset, so one `get` reads one block per level.
 
-use std::num::NonZeroUsize;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use lru::LruCache;
 
 use crate::error::{Error, Result};
 use crate::format::btree_v2::{self, records::HugeObjectRecord, BtreeV2Header};
@@ -80,15 +79,26 @@ pub struct FractalHeap {
     pub max_direct_rows: u32,
     /// Address and length widths of the file.
     pub sizes: Sizes,
-    /// Recently verified checksummed direct blocks, by address. Listing a dense group reads
-    /// every object of a block in turn; without this each object would re-read and re-hash
-    /// its whole block (quadratic in the block size). Bounded, and private to this handle.
-    verified_blocks: Arc<Mutex<LruCache<u64, Arc<Vec<u8>>>>>,
+    /// Addresses of the checksummed direct blocks verified through this handle. Listing a
+    /// dense group reads every object once, in name-hash order, so in no useful block order;
+    /// without this each object would re-read and re-hash its whole block. With it a block
+    /// is hashed once and each object read alone. Bounded by [`MAX_VERIFIED_BLOCKS`] (past
+    /// it, blocks are verified on every read), and private to this handle.
+    verified_blocks: Arc<Mutex<HashSet<u64>>>,
+    /// Indirect blocks read and verified through this handle, by (address, heap offset,
+    /// rows): every object lookup walks from the root indirect block down. Bounded by
+    /// [`MAX_KEPT_IBLOCKS`].
+    iblocks: Arc<Mutex<KeptIblocks>>,
 }
 
-/// Verified direct blocks kept per heap handle, and the largest block worth keeping.
-const VERIFIED_BLOCKS: usize = 8;
-const MAX_CACHED_BLOCK: u64 = 1 << 20;
+/// Verified indirect blocks by (address, heap offset, rows).
+type KeptIblocks = HashMap<(u64, u64, u32), Arc<Vec<u8>>>;
+
+/// Most indirect blocks kept per heap handle (each at most a few KiB for real heaps).
+const MAX_KEPT_IBLOCKS: usize = 64;
+
+/// Most verified block addresses remembered per heap handle (8 bytes each).
+const MAX_VERIFIED_BLOCKS: usize = 1 << 20;
 
 impl FractalHeap {
     pub fn open(storage: &Storage, addr: u64, sizes: Sizes) -> Result<FractalHeap> {
@@ -196,9 +206,8 @@ impl FractalHeap {
             length_width,
             max_direct_rows,
             sizes,
-            verified_blocks: Arc::new(Mutex::new(LruCache::new(
-                NonZeroUsize::new(VERIFIED_BLOCKS).unwrap_or(NonZeroUsize::MIN),
-            ))),
+            verified_blocks: Arc::new(Mutex::new(HashSet::new())),
+            iblocks: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
@@ -346,10 +355,14 @@ impl FractalHeap {
                 format!("object at heap offset {offset} ({len} bytes) outside the block"),
             ));
         };
+        let verified = || {
+            let set = self.verified_blocks.lock().unwrap_or_else(|e| e.into_inner());
+            set.contains(&block_addr)
+        };
+        if self.flags & 2 != 0 && verified() {
+            return storage.read_vec(block_addr + rel, len, DBLOCK);
+        }
         if self.flags & 2 != 0 {
-            if let Some(block) = self.verified_blocks.lock().unwrap().get(&block_addr) {
-                return Ok(block[rel as usize..end as usize].to_vec());
-            }
             // The checksum covers the whole block with its own field zeroed.
             let mut block = storage.read_vec(block_addr, block_size, DBLOCK)?;
             self.check_dblock_header(&block, block_addr, block_off)?;
@@ -363,14 +376,11 @@ impl FractalHeap {
                     addr: block_addr,
                 });
             }
-            let out = block[rel as usize..end as usize].to_vec();
-            if block_size <= MAX_CACHED_BLOCK {
-                self.verified_blocks
-                    .lock()
-                    .unwrap()
-                    .put(block_addr, Arc::new(block));
+            let mut set = self.verified_blocks.lock().unwrap_or_else(|e| e.into_inner());
+            if set.len() < MAX_VERIFIED_BLOCKS {
+                set.insert(block_addr);
             }
-            Ok(out)
+            Ok(block[rel as usize..end as usize].to_vec())
         } else {
             let head = storage.read_vec(block_addr, hlen, DBLOCK)?;
             self.check_dblock_header(&head, block_addr, block_off)?;
@@ -479,8 +489,37 @@ impl FractalHeap {
         };
         let hlen = 5 + o + self.offset_width as u64;
         let len = hlen + direct * dsize + indirect * o + 4;
-        let buf = storage.read_checksummed(addr, len, IBLOCK)?;
+        let key = (addr, ioff, rows);
+        let kept = {
+            let map = self.iblocks.lock().unwrap_or_else(|e| e.into_inner());
+            map.get(&key).cloned()
+        };
+        let buf = match kept {
+            Some(b) => b,
+            None => {
+                let b = Arc::new(storage.read_checksummed(addr, len, IBLOCK)?);
+                self.check_iblock_header(&b, addr, ioff)?;
+                let mut map = self.iblocks.lock().unwrap_or_else(|e| e.into_inner());
+                if map.len() < MAX_KEPT_IBLOCKS {
+                    map.insert(key, b.clone());
+                }
+                b
+            }
+        };
+        let pos = if entry < direct {
+            hlen + entry * dsize
+        } else {
+            hlen + direct * dsize + (entry - direct) * o
+        };
         let mut c = Cursor::new(&buf, addr, IBLOCK);
+        c.seek(pos as usize)?;
+        c.offset(self.sizes)
+    }
+
+    /// Check the header of the indirect block at `addr` expected at heap offset `ioff`.
+    fn check_iblock_header(&self, buf: &[u8], addr: u64, ioff: u64) -> Result<()> {
+        let o = self.sizes.offset as u64;
+        let mut c = Cursor::new(buf, addr, IBLOCK);
         c.signature(b"FHIB")?;
         let v = c.u8()?;
         if v != 0 {
@@ -494,13 +533,7 @@ impl FractalHeap {
         if off != ioff {
             return Err(c.corrupt(format!("block offset {off}, expected {ioff}")));
         }
-        let pos = if entry < direct {
-            hlen + entry * dsize
-        } else {
-            hlen + direct * dsize + (entry - direct) * o
-        };
-        c.seek(pos as usize)?;
-        c.offset(self.sizes)
+        Ok(())
     }
 }
 

@@ -11,6 +11,28 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
+/// Open `path` for reading if it is a regular file (or a block device). A name that leads to
+/// a FIFO, socket or character device is refused before anything reads it: opening a FIFO
+/// blocks until a writer appears, which would hang the request (and a mount's worker) that
+/// followed a link to it. The open itself does not block (`O_NONBLOCK`, which has no effect
+/// on regular files and block devices).
+pub fn open_data_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let ft = file.metadata()?.file_type();
+    if ft.is_file() || ft.is_block_device() {
+        Ok(file)
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ))
+    }
+}
+
 /// A shared, cheaply clonable handle on an open file plus the base address for HDF5 addresses.
 #[derive(Clone, Debug)]
 pub struct Storage {
@@ -28,7 +50,7 @@ struct Inner {
 impl Storage {
     /// Open a file for reading. The length is taken once; later growth is not seen.
     pub fn open(path: &Path) -> std::io::Result<Storage> {
-        let file = File::open(path)?;
+        let file = open_data_file(path)?;
         let len = file.metadata()?.len();
         Ok(Storage {
             inner: Arc::new(Inner {
@@ -128,5 +150,25 @@ impl Storage {
             return Err(Error::Truncated { what, addr });
         }
         self.read_vec(addr, n, what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifos_and_devices_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        // No writer ever opens it: a blocking open would hang this test.
+        let e = Storage::open(&fifo).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(Storage::open(Path::new("/dev/null")).is_err(), "character device");
+        let plain = dir.path().join("f");
+        std::fs::write(&plain, b"abc").unwrap();
+        assert_eq!(Storage::open(&plain).unwrap().file_len(), 3);
     }
 }

@@ -63,7 +63,7 @@ impl External {
         if let Some(f) = files.get(path) {
             return Ok(f.clone());
         }
-        let f = Arc::new(File::open(path).map_err(|e| Error::Io {
+        let f = Arc::new(crate::io::storage::open_data_file(path).map_err(|e| Error::Io {
             what: "external data file",
             addr: 0,
             len: 0,
