@@ -340,12 +340,16 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
     1
 }
 
-/// Check the file every `period` for the life of the process, re-reading it when it changed.
+/// Check the file every `period` (or when a failed read asks) for the life of the process,
+/// re-reading it when it changed.
 fn refresh_loop(period: Duration, mut watcher: Watcher, fs: &H5Fs, notifier: &Notifier) {
     let mut kept = false;
     loop {
-        std::thread::sleep(period);
-        match watcher.check(fs) {
+        // Woken early by a read that failed (it waits for this check).
+        fs.wakeup().wait_turn(period);
+        let outcome = watcher.check(fs);
+        fs.wakeup().checked();
+        match outcome {
             Outcome::Unchanged => {}
             Outcome::Kept(why) => {
                 // Logged once per run of failures: a non-SWMR writer may take a while.

@@ -80,6 +80,8 @@ pub struct H5Fs {
     /// Bumped (under the `listings` lock) each time [`refresh`] drops the listings, so a
     /// listing built from the file before the refresh is not kept after it.
     listings_gen: AtomicU64,
+    /// Failed reads ask the refresh thread for a check here ([`refresh`]).
+    wakeup: refresh::Wakeup,
     logged: Mutex<HashSet<String>>,
     /// Open-file streams and the decode-ahead workers.
     prefetch: prefetch::Prefetcher,
@@ -112,6 +114,7 @@ impl H5Fs {
             inodes,
             listings: RwLock::new(HashMap::new()),
             listings_gen: AtomicU64::new(0),
+            wakeup: refresh::Wakeup::default(),
             logged: Mutex::new(HashSet::new()),
             views,
         }
@@ -264,8 +267,12 @@ impl H5Fs {
         map.get(&ino).cloned()
     }
 
-    /// Attributes of `ino`.
+    /// Attributes of `ino` (with refresh on, tried again in a new view if they fail).
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        self.retry_after_refresh(|| self.getattr_once(ino))
+    }
+
+    fn getattr_once(&self, ino: u64) -> FsResult<Attr> {
         if views::is_sidecar(ino) {
             return self.sidecar_getattr(ino);
         }
@@ -287,12 +294,13 @@ impl H5Fs {
                 let kind = self.kind(&node, id)?;
                 let (fkind, size) = match kind {
                     ObjectKind::Group => (FileKind::Directory, 0),
-                    ObjectKind::Dataset => match self
-                        .file_of(&node)?
-                        .dataset(id)
-                        .map_err(|e| FsError::model(&node.path, e))
-                        .and_then(|ds| self.served_len(&node, &ds))
-                    {
+                    // Retried in a new view before the size falls back to 0.
+                    ObjectKind::Dataset => match self.retry_after_refresh(|| {
+                        self.file_of(&node)?
+                            .dataset(id)
+                            .map_err(|e| FsError::model(&node.path, e))
+                            .and_then(|ds| self.served_len(&node, &ds))
+                    }) {
                         Ok(len) => (FileKind::RegularFile, len),
                         Err(e) => {
                             self.log_error("getattr", &e);
@@ -432,8 +440,20 @@ impl H5Fs {
     }
 
     /// Read `size` bytes at `offset` of `ino` through handle `fh` into `out` (resized to the
-    /// bytes read; a reused buffer keeps its pages, so a request costs no allocation).
+    /// bytes read; a reused buffer keeps its pages, so a request costs no allocation). With
+    /// refresh on, a read that fails is tried again if a new view of the file came meanwhile.
     pub fn read_handle(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        out: &mut Vec<u8>,
+    ) -> FsResult<()> {
+        self.retry_after_refresh(|| self.read_handle_once(ino, fh, offset, size, out))
+    }
+
+    fn read_handle_once(
         &self,
         ino: u64,
         fh: u64,

@@ -27,6 +27,13 @@
 //! their time-to-live, no longer than the period. Inode numbers are object-header addresses,
 //! so they stay the same across refreshes, and open handles keep working.
 //!
+//! Between a write and the refresh that follows, the old view parses lazily from the changed
+//! file and may meet structures it cannot read (a non-SWMR writer moves things). A read that
+//! fails with `EIO` then asks for a check at once ([`Wakeup`]) and waits, at most
+//! [`RETRY_WAIT`], for it: if it swapped in a new view, the read is retried there once. The
+//! read waits only for the swap, not for the notifications sent after it (the kernel may hold
+//! the page being read while it invalidates).
+//!
 //! Bytes already served do not change for a writer that only appends (SWMR or not): the
 //! file's data is written before the metadata that points at it (SWMR guarantees this order),
 //! so a new view covers the old one. A dataset that shrinks, changes type or grows along
@@ -37,7 +44,8 @@ use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use super::attr::{Attr, FileKind};
 use super::dir::Listing;
@@ -53,6 +61,14 @@ pub const PAGE: u64 = 1 << 16;
 
 /// Bytes read at the old and the new end of a dataset that changed size, to check a new view.
 pub const PROBE: u32 = 1 << 16;
+
+thread_local! {
+    /// Set while this thread runs a refresh: its own failures must not wait for a check.
+    static REFRESHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Longest a failed read waits for a check of the file before answering its error.
+pub const RETRY_WAIT: Duration = Duration::from_secs(1);
 
 /// One state of the file on disk: a write changes its size or times, a replacement its inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +158,92 @@ impl Watcher {
     }
 }
 
+#[derive(Debug, Default)]
+struct WakeState {
+    /// A check was asked for since the last one started.
+    requested: bool,
+    /// A check is running.
+    checking: bool,
+    /// Checks completed.
+    checks: u64,
+    /// New views swapped in.
+    swaps: u64,
+}
+
+/// Meeting point of the refresh thread and reads that failed: reads ask for a check and wait
+/// for a new view; the refresh thread sleeps between checks until asked.
+#[derive(Debug, Default)]
+pub struct Wakeup {
+    state: Mutex<WakeState>,
+    cv: Condvar,
+}
+
+impl Wakeup {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WakeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// New views swapped in so far.
+    pub fn swaps(&self) -> u64 {
+        self.lock().swaps
+    }
+
+    /// Refresh thread: wait until a check is asked for or `period` passed, then mark a check
+    /// as running (end it with [`Wakeup::checked`]).
+    pub fn wait_turn(&self, period: Duration) {
+        let deadline = Instant::now() + period;
+        let mut st = self.lock();
+        while !st.requested {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        st.requested = false;
+        st.checking = true;
+    }
+
+    /// Refresh thread: the check marked by [`Wakeup::wait_turn`] is over.
+    pub fn checked(&self) {
+        let mut st = self.lock();
+        st.checking = false;
+        st.checks += 1;
+        self.cv.notify_all();
+    }
+
+    fn swapped(&self) {
+        self.lock().swaps += 1;
+        self.cv.notify_all();
+    }
+
+    /// A read failed while `seen` views had been swapped in: ask for a check and wait for one
+    /// that started after this call (at most `timeout`). True if a new view came since `seen`.
+    pub fn request_and_wait(&self, seen: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        let target = st.checks + if st.checking { 2 } else { 1 };
+        st.requested = true;
+        self.cv.notify_all();
+        while st.swaps == seen && st.checks < target {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        st.swaps != seen
+    }
+}
+
 /// What a refresh compares: the inodes the kernel was shown, with their old attributes, and
 /// the listings built.
 struct Before {
@@ -153,6 +255,13 @@ impl H5Fs {
     /// Re-read the mounted file and serve the new state (see the module docs); `Err` with the
     /// reason when the new state cannot be read and the old one stays.
     pub fn refresh(&self) -> Result<Vec<Invalidation>, String> {
+        REFRESHING.with(|r| r.set(true));
+        let result = self.refresh_now();
+        REFRESHING.with(|r| r.set(false));
+        result
+    }
+
+    fn refresh_now(&self) -> Result<Vec<Invalidation>, String> {
         let old = self.files.main();
         let options = OpenOptions {
             cache_bytes: old.chunk_cache().capacity(),
@@ -190,7 +299,35 @@ impl H5Fs {
             self.listings_gen.fetch_add(1, Ordering::AcqRel);
             map.clear();
         }
+        self.wakeup.swapped();
         Ok(self.invalidations(&old, &new, &before))
+    }
+
+    /// Where the refresh thread waits and failed reads ask for a check.
+    pub fn wakeup(&self) -> &Wakeup {
+        &self.wakeup
+    }
+
+    /// Run `op`; with refresh on, if it fails with `EIO`, ask for a check of the file and,
+    /// if a new view comes within [`RETRY_WAIT`] (or the period, if shorter), run it again.
+    pub(super) fn retry_after_refresh<T>(
+        &self,
+        mut op: impl FnMut() -> super::FsResult<T>,
+    ) -> super::FsResult<T> {
+        let Some(period) = self.opts.refresh.filter(|_| !REFRESHING.with(|r| r.get())) else {
+            return op();
+        };
+        let seen = self.wakeup.swaps();
+        match op() {
+            Err(e) if e.errno() == libc::EIO => {
+                if self.wakeup.request_and_wait(seen, period.min(RETRY_WAIT)) {
+                    op()
+                } else {
+                    Err(e)
+                }
+            }
+            r => r,
+        }
     }
 
     /// Every object of the mounted file the kernel knows must still be readable in `new`
@@ -479,6 +616,42 @@ mod tests {
         assert_eq!(read_all(&fs, ino(&fs, "/extra/note")), [7, 8, 9]);
         assert_eq!(read_all(&fs, ino(&fs, "/data/new")).len(), 80);
         assert_eq!(read_all(&fs, fixed), fixed_bytes);
+    }
+
+    #[test]
+    fn failed_reads_wake_the_refresh_thread_and_learn_whether_a_view_came() {
+        let w = Arc::new(Wakeup::default());
+        let long = Duration::from_secs(30);
+        // Nobody checks: the wait ends at its timeout, with no new view.
+        let t = Instant::now();
+        assert!(!w.request_and_wait(0, Duration::from_millis(50)));
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        // A refresh thread that finds nothing new: the read learns it at once.
+        let thread = |swap: bool| {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                w.wait_turn(long);
+                if swap {
+                    w.swapped();
+                }
+                w.checked();
+            })
+        };
+        let t = Instant::now();
+        let h = thread(false);
+        assert!(!w.request_and_wait(w.swaps(), long));
+        h.join().unwrap();
+        assert!(t.elapsed() < long / 2);
+        // One that swaps in a new view.
+        let h = thread(true);
+        assert!(w.request_and_wait(0, long));
+        h.join().unwrap();
+        assert_eq!(w.swaps(), 1);
+        // The refresh thread sleeps its period when nobody asks.
+        let t = Instant::now();
+        w.wait_turn(Duration::from_millis(30));
+        w.checked();
+        assert!(t.elapsed() >= Duration::from_millis(30));
     }
 
     #[test]
