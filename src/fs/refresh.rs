@@ -34,9 +34,10 @@
 //! read waits only for the swap, not for the notifications sent after it (the kernel may hold
 //! the page being read while it invalidates).
 //!
-//! Bytes already served do not change for a writer that only appends (SWMR or not): the
-//! file's data is written before the metadata that points at it (SWMR guarantees this order),
-//! so a new view covers the old one. A dataset that shrinks, changes type or grows along
+//! Bytes already served do not change for a writer that only appends: rows keep their values,
+//! and a new view starts with the old one. A SWMR writer writes data before the metadata that
+//! points at it, so every state it leaves reads; for other writers the checks and the retry
+//! above stand in, without a guarantee. A dataset that shrinks, changes type or grows along
 //! another dimension is logged and served in its new state. Only the mounted file is
 //! watched: files reached through external links are served as first opened.
 
