@@ -347,6 +347,7 @@ fn refresh_loop(period: Duration, mut watcher: Watcher, fs: &H5Fs, notifier: &No
     loop {
         // Woken early by a read that failed (it waits for this check).
         fs.wakeup().wait_turn(period);
+        let start = std::time::Instant::now();
         let outcome = watcher.check(fs);
         fs.wakeup().checked();
         match outcome {
@@ -362,7 +363,8 @@ fn refresh_loop(period: Duration, mut watcher: Watcher, fs: &H5Fs, notifier: &No
                 kept = false;
                 let refused = notifier.send(&invs);
                 log::debug!(
-                    "file re-read: {} invalidations sent, {refused} refused",
+                    "file re-read in {:.3} s: {} invalidations sent, {refused} refused",
+                    start.elapsed().as_secs_f64(),
                     invs.len()
                 );
             }
