@@ -11,14 +11,17 @@
 //! one piece up to a maximum, and the pieces between the last queued one and `end + window` are
 //! queued, each to be read once by a worker.
 //!
-//! A worker "reads" a piece through [`Dataset::read_at`] into a reused thread-local buffer:
-//! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`], whose
+//! A worker "reads" a piece through [`Dataset::read_at`] under [`crate::layout::fetch_only`]:
+//! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`] without copying
+//! them anywhere (the worker's buffer is never written, so its pages are never touched), whose
 //! single-flight makes a reader that catches up wait for the decode in flight rather than run
 //! it twice. A piece is one chunk's worth of image bytes (at least [`MIN_PIECE`]), aligned, so
 //! for chunks spanning whole trailing dimensions each job decodes exactly one chunk and the
 //! workers decode different chunks in parallel.
 //!
-//! Memory. Decoded chunks live only in the chunk cache: the window is capped at a quarter of
+//! Memory. Decoded chunks live only in the chunk cache, and a decode in flight holds a cache
+//! reservation for its buffers, so prefetch never takes memory beyond the cache budget. The
+//! window is capped at a quarter of
 //! the cache's capacity (so read-ahead data is not evicted by its own successors before it is
 //! read), and prefetch is off for a dataset whose piece does not fit twice in that quarter.
 //! Only filtered chunked datasets are prefetched: unfiltered ones cost one `pread` of the HDF5
@@ -40,7 +43,8 @@ pub const FWD_SKIP: u64 = 8 << 20;
 pub const MIN_PIECE: u64 = 1 << 20;
 /// Most read-ahead per stream, whatever the cache size.
 pub const MAX_WINDOW: u64 = 64 << 20;
-/// Bytes of a worker's read buffer (pieces are read through it in slices).
+/// Bytes of a worker's read buffer (pieces are read through it in slices). It is allocated
+/// zeroed and never written (see [`crate::layout::fetch_only`]), so it costs no memory.
 const SINK_BYTES: usize = 1 << 20;
 /// Most jobs waiting; more are dropped.
 const MAX_QUEUED: usize = 256;
@@ -186,7 +190,7 @@ impl Pool {
 }
 
 thread_local! {
-    /// The buffer a worker reads pieces into; kept between jobs so its pages stay mapped.
+    /// The buffer a worker "reads" pieces into; never written.
     static SINK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -244,7 +248,7 @@ impl Prefetcher {
                 SINK.with(|s| {
                     let mut s = s.borrow_mut();
                     if s.len() < SINK_BYTES {
-                        s.resize(SINK_BYTES, 0);
+                        *s = vec![0; SINK_BYTES];
                     }
                     // A piece larger than the sink is read in slices: the first decodes the
                     // chunk into the cache, the others are cache hits.
@@ -252,7 +256,7 @@ impl Prefetcher {
                     while done < n {
                         let k = (n - done).min(SINK_BYTES as u64) as usize;
                         // Errors are the reader's to report when it gets there.
-                        match ds.read_at(off + done, &mut s[..k]) {
+                        match crate::layout::fetch_only(|| ds.read_at(off + done, &mut s[..k])) {
                             Ok(got) if got > 0 => done += got as u64,
                             _ => break,
                         }
