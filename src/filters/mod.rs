@@ -216,6 +216,11 @@ impl Pipeline {
                     what: "chunk",
                     addr: chunk_addr,
                 })?;
+            if !self.applies(filter_mask) && n == out.len() {
+                // Every filter skipped (an optional one that did not pay off, as LZF on
+                // noisy floats): the stored bytes are the chunk.
+                return storage.read_at(chunk_addr, out, "chunk");
+            }
             // Both buffers get room for the largest stage up front, so that neither is
             // reallocated (and its old contents copied) when the stages swap them.
             let room = n.max(out.len().saturating_add(STAGE_SLACK));
@@ -231,6 +236,11 @@ impl Pipeline {
         })
     }
 
+    /// True when some filter runs on a chunk with `filter_mask`.
+    fn applies(&self, filter_mask: u32) -> bool {
+        (0..self.spec.filters.len()).any(|i| !skipped(filter_mask, i))
+    }
+
     /// The stage loop, ending in `out` (its length is the expected chunk size). `spare` is a
     /// buffer stages may write into (DEFLATE and SHUFFLE do); on return it holds a buffer the
     /// caller may reuse, and so does the returned vector.
@@ -244,7 +254,7 @@ impl Pipeline {
     ) -> Result<Vec<u8>> {
         let expected_len = out.len();
         let limit = expected_len.saturating_add(STAGE_SLACK);
-        let skipped = |i: usize| i < 32 && filter_mask & (1 << i) != 0;
+        let skipped = |i: usize| skipped(filter_mask, i);
         // The last stage to run (the first filter the writer applied).
         let last = (0..self.spec.filters.len()).find(|&i| !skipped(i));
         let mut buf = data;
@@ -325,6 +335,12 @@ fn decode_final(
         _ => return None,
     };
     Some(r.map_err(StageError::Failed))
+}
+
+/// True when bit `i` of `filter_mask` says filter `i` was not applied. Only 32 filters fit
+/// the mask (the format's maximum pipeline length).
+fn skipped(filter_mask: u32, i: usize) -> bool {
+    i < 32 && filter_mask & (1 << i) != 0
 }
 
 enum StageError {
