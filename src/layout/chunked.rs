@@ -824,6 +824,29 @@ mod tests {
     }
 
     #[test]
+    fn fetch_only_fills_the_cache_and_leaves_the_buffer() {
+        let spec = Spec {
+            dims: &[300, 70],
+            chunk: &[16, 9],
+            es: 4,
+            fill: None,
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 1 << 20,
+        };
+        let f = fixture(spec, |_| true);
+        let mut buf = vec![0xccu8; 20_000];
+        let n = crate::layout::fetch_only(|| f.reader.read_at(100, &mut buf)).unwrap();
+        assert_eq!(n, 20_000);
+        assert!(buf.iter().all(|&b| b == 0xcc));
+        let loaded = f.cache.stats().misses;
+        assert!(loaded > 0);
+        // Outside `fetch_only` the same range is served from the cache, correctly.
+        check_range(&f, 100, 20_000);
+        assert_eq!(f.cache.stats().misses, loaded);
+    }
+
+    #[test]
     fn each_chunk_decoded_once_per_read() {
         // Elements (1,7) to (6,3) of 10 x 12 in 4 x 5 chunks: three regions (end of row 1,
         // rows 2-5, start of row 6) over six distinct chunks. With no cache room, each chunk
