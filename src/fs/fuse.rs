@@ -13,7 +13,7 @@
 //!
 //! Benchmarking aid: with `H5MOUNT_BENCH_CEILING_MIB=N` in the daemon's environment, the root
 //! also holds a hidden file `/.h5mount-ceiling` of N MiB served from one static buffer, by
-//! this adapter alone (see [`Ceiling`]): the fastest any read path of this daemon can be, the
+//! this adapter alone (`Ceiling`): the fastest any read path of this daemon can be, the
 //! reference `mount-tests/bench/run` compares uncompressed datasets against.
 
 use std::ffi::OsStr;
@@ -43,7 +43,7 @@ thread_local! {
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The environment variable that turns on the [`Ceiling`] file (its size in MiB).
+/// The environment variable that turns on the ceiling file (its size in MiB).
 pub const CEILING_ENV: &str = "H5MOUNT_BENCH_CEILING_MIB";
 /// Name of the ceiling file in the root directory (not listed).
 const CEILING_NAME: &str = ".h5mount-ceiling";
