@@ -6,8 +6,10 @@
 //! ahead work has been queued. A read counts as sequential when it starts near the expected
 //! offset: up to [`BACK_SKIP`] before it (the kernel's readahead requests, served by several
 //! FUSE threads, arrive slightly out of order) or [`FWD_SKIP`] after it (a reader that skips a
-//! little keeps its stream, as mountpoint-s3's prefetcher does). Anything else resets the
-//! stream, so random access never queues work. While a stream lasts, its window doubles from
+//! little keeps its stream, as mountpoint-s3's prefetcher does), both at most [`SKIP_READS`]
+//! times the read's size, so that small random reads landing near each other by chance (4 KiB
+//! preads over a region of a few chunks) do not count. Anything else resets the stream, so
+//! random access never queues work. While a stream lasts, its window doubles from
 //! one piece up to a maximum, and the pieces between the last queued one and `end + window` are
 //! queued, each to be read once by a worker.
 //!
@@ -39,6 +41,8 @@ use crate::model::Dataset;
 pub const BACK_SKIP: u64 = 4 << 20;
 /// How far after the expected offset a read may start and still continue its stream.
 pub const FWD_SKIP: u64 = 8 << 20;
+/// The skips above, in units of the read's own size, for reads smaller than 1/16 of them.
+pub const SKIP_READS: u64 = 16;
 /// Smallest piece queued as one job: small chunks are batched so a job is worth its overhead.
 pub const MIN_PIECE: u64 = 1 << 20;
 /// Most read-ahead per stream, whatever the cache size.
@@ -91,8 +95,9 @@ impl Stream {
     /// Record a read of `size` bytes at `offset`; the image ranges, piece-aligned, to queue.
     pub fn on_read(&mut self, offset: u64, size: u64) -> Vec<(u64, u64)> {
         let end = offset.saturating_add(size).min(self.len);
-        let sequential =
-            offset >= self.next.saturating_sub(BACK_SKIP) && offset <= self.next + FWD_SKIP;
+        let reach = size.saturating_mul(SKIP_READS);
+        let sequential = offset >= self.next.saturating_sub(BACK_SKIP.min(reach))
+            && offset <= self.next.saturating_add(FWD_SKIP.min(reach));
         if !sequential {
             self.streak = 0;
             self.next = end;
@@ -327,6 +332,11 @@ mod tests {
         }
         // Two reads in a row after a jump start a new stream.
         assert!(!s.on_read(300 * M + 4096, M).is_empty());
+        // Small reads near each other but not adjacent do not.
+        s.on_read(600 * M, 4096);
+        assert!(s.on_read(600 * M + 200_000, 4096).is_empty());
+        assert_eq!(s.streak, 0);
+        assert!(!s.on_read(600 * M + 204_096, 4096).is_empty());
     }
 
     #[test]
