@@ -11,7 +11,9 @@
 //! Decoded into a buffer of the chunk size, which the stream may not overrun. Short tokens
 //! are copied as fixed 32-byte (literals) or 16-byte (matches) blocks when there is room
 //! past them, so the copies are a few vector moves instead of `memcpy` calls; the bytes
-//! written past a token are overwritten by the next ones.
+//! written past a token are overwritten by the next ones. A match overlapping its own output
+//! (a run with a short period) is copied in 16-byte blocks once a period-aligned 16 bytes
+//! are written.
 
 use super::Stage;
 
@@ -79,10 +81,28 @@ pub(crate) fn decode_into(input: &[u8], out: &mut [u8]) -> Result<usize, String>
             }
         } else if dist >= len {
             out.copy_within(start..start + len, op);
-        } else {
-            // Overlapping copy: the run repeats the last `dist` bytes.
-            for k in 0..len {
+        } else if op + len + 16 <= cap {
+            // Overlapping copy with room past it: the run repeats the last `dist` bytes.
+            // Byte by byte up to `step`, the first multiple of the period of at least 16
+            // bytes, then 16-byte blocks from `step` back, which are already written.
+            let step = dist * 16usize.div_ceil(dist);
+            let head = len.min(step);
+            for k in 0..head {
                 out[op + k] = out[start + k];
+            }
+            let mut k = head;
+            while k < len {
+                out.copy_within(op + k - step..op + k - step + 16, op + k);
+                k += 16;
+            }
+        } else {
+            // The same at the end of the buffer. Everything from `start` to the write
+            // position has the period, so each step copies all of it, doubling the span.
+            let mut done = 0;
+            while done < len {
+                let n = (op + done - start).min(len - done);
+                out.copy_within(start..start + n, op + done);
+                done += n;
             }
         }
         op += len;
@@ -103,11 +123,16 @@ mod tests {
         s.extend([0xe0, 10, 31]);
         // len 5 at distance 1 (overlapping).
         s.extend([0x60, 0]);
+        // len 7+200+2 = 209 at distance 3 (overlapping, period 3).
+        s.extend([0xe0, 200, 2]);
         // len 3 at distance 40.
         s.extend([0x20, 39]);
         let mut want: Vec<u8> = (0..32).collect();
         want.extend(0..19u8);
         want.extend([18; 5]);
+        for _ in 0..209 {
+            want.push(want[want.len() - 3]);
+        }
         let at = want.len() - 40;
         want.extend_from_slice(&want.clone()[at..at + 3]);
         for slack in [0, 1, 64] {
