@@ -9,6 +9,13 @@
 //! to the waiters (as a structural copy, since [`Error`] is not `Clone`) and never cached. A
 //! loader that panics completes its slot with an error through a drop guard, so waiters never
 //! hang. Hits clone an `Arc<[u8]>`: the chunk bytes are never copied by the cache.
+//!
+//! Memory. A loader holds a [`Reservation`] while it decodes: its bytes (the result buffer
+//! and the decoder's intermediate buffers) count against the capacity like cached chunks, so
+//! cached plus in-flight bytes stay within the budget however many threads decode at once.
+//! Making room evicts least recently used chunks; an evicted chunk nobody else holds is
+//! handed to the reserving loader as its result buffer when the sizes match, so a streaming
+//! reader recycles the same few buffers instead of mapping and faulting in fresh ones.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,6 +57,8 @@ struct Slot {
 struct State {
     lru: LruCache<CacheKey, Arc<[u8]>>,
     bytes: u64,
+    /// Bytes held by live [`Reservation`]s.
+    reserved: u64,
     inflight: HashMap<CacheKey, Arc<Slot>>,
 }
 
@@ -77,6 +86,7 @@ impl ChunkCache {
             state: Mutex::new(State {
                 lru: LruCache::unbounded(),
                 bytes: 0,
+                reserved: 0,
                 inflight: HashMap::new(),
             }),
             hits: AtomicU64::new(0),
@@ -179,26 +189,87 @@ impl ChunkCache {
         }
     }
 
-    /// Insert a loaded chunk, evicting least recently used entries to stay within capacity.
-    /// Called with the state lock held.
-    fn insert(&self, st: &mut State, key: CacheKey, value: Arc<[u8]>) {
+    /// Hold `bytes` of the budget for a load in flight, evicting least recently used chunks
+    /// to make room. The first evicted chunk of exactly `reuse_len` bytes that no reader
+    /// holds any more is kept for [`Reservation::take_buffer`].
+    pub fn reserve(&self, bytes: u64, reuse_len: usize) -> Reservation<'_> {
+        let mut recycled = None;
+        let mut dropped = Vec::new();
+        {
+            let mut st = lock(&self.state);
+            st.reserved = st.reserved.saturating_add(bytes);
+            while st.bytes.saturating_add(st.reserved) > self.capacity {
+                let Some((_, v)) = st.lru.pop_lru() else {
+                    break;
+                };
+                st.bytes -= v.len() as u64;
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+                // Unique: the entry just left the LRU, under the lock, and we hand out no
+                // weak references; readers that still use it hold strong ones.
+                if recycled.is_none() && v.len() == reuse_len && Arc::strong_count(&v) == 1 {
+                    recycled = Some(v);
+                } else {
+                    dropped.push(v);
+                }
+            }
+        }
+        // Unmapping large buffers happens outside the lock.
+        drop(dropped);
+        Reservation {
+            cache: self,
+            bytes,
+            recycled,
+        }
+    }
+
+    /// Insert a loaded chunk, evicting least recently used entries to stay within capacity
+    /// (less the reserved bytes). Called with the state lock held; returns the evicted chunks,
+    /// to be dropped after the lock is released.
+    fn insert(&self, st: &mut State, key: CacheKey, value: Arc<[u8]>) -> Vec<Arc<[u8]>> {
+        let mut evicted = Vec::new();
         let size = value.len() as u64;
         if size > self.capacity {
-            return;
+            return evicted;
         }
         if let Some(old) = st.lru.put(key, value) {
             st.bytes -= old.len() as u64;
+            evicted.push(old);
         }
         st.bytes += size;
-        while st.bytes > self.capacity {
+        while st.bytes.saturating_add(st.reserved) > self.capacity && st.lru.len() > 1 {
             match st.lru.pop_lru() {
                 Some((_, v)) => {
                     st.bytes -= v.len() as u64;
                     self.evictions.fetch_add(1, Ordering::Relaxed);
+                    evicted.push(v);
                 }
                 None => break,
             }
         }
+        evicted
+    }
+}
+
+/// Budget held by a load in flight (see [`ChunkCache::reserve`]); released on drop.
+#[derive(Debug)]
+pub struct Reservation<'a> {
+    cache: &'a ChunkCache,
+    bytes: u64,
+    recycled: Option<Arc<[u8]>>,
+}
+
+impl Reservation<'_> {
+    /// An evicted chunk buffer of the requested length that no one else holds, to be
+    /// overwritten (its contents are stale).
+    pub fn take_buffer(&mut self) -> Option<Arc<[u8]>> {
+        self.recycled.take()
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.cache.state);
+        st.reserved = st.reserved.saturating_sub(self.bytes);
     }
 }
 
@@ -214,13 +285,15 @@ struct LoadGuard<'a> {
 impl LoadGuard<'_> {
     fn finish(&mut self, outcome: &Outcome) {
         self.finished = true;
-        {
+        let evicted = {
             let mut st = lock(&self.cache.state);
             st.inflight.remove(&self.key);
-            if let Ok(Some(v)) = outcome {
-                self.cache.insert(&mut st, self.key, v.clone());
+            match outcome {
+                Ok(Some(v)) => self.cache.insert(&mut st, self.key, v.clone()),
+                _ => Vec::new(),
             }
-        }
+        };
+        drop(evicted);
         let copy = match outcome {
             Ok(v) => Ok(v.clone()),
             Err(e) => Err(duplicate(e)),
@@ -342,6 +415,33 @@ mod tests {
         c.get_or_load((0, 0), || panic!("0 still cached")).unwrap();
         c.get_or_load((0, 3), || panic!("3 still cached")).unwrap();
         assert!(c.stats().bytes <= 30);
+    }
+
+    #[test]
+    fn reservations_count_against_the_budget_and_recycle_free_buffers() {
+        let c = ChunkCache::new(30);
+        for i in 0..3 {
+            c.get_or_load((0, i), || chunk(10, i as u8)).unwrap();
+        }
+        // Chunk 0 is still held by a reader: evicted but not recycled.
+        let held = c.get_or_load((0, 0), || panic!("cached")).unwrap();
+        c.get_or_load((0, 1), || panic!("cached")).unwrap();
+        let mut r = c.reserve(15, 10);
+        let s = c.stats();
+        assert_eq!((s.entries, s.bytes, s.evictions), (1, 10, 2));
+        let buf = r
+            .take_buffer()
+            .expect("chunk 2 was free and of the wanted size");
+        assert_eq!(buf[0], 2);
+        assert!(r.take_buffer().is_none());
+        // While reserved, a new chunk evicts the last one instead of overrunning.
+        c.get_or_load((0, 5), || chunk(10, 5)).unwrap();
+        assert_eq!(c.stats().bytes, 10);
+        drop(r);
+        c.get_or_load((0, 6), || chunk(10, 6)).unwrap();
+        c.get_or_load((0, 7), || chunk(10, 7)).unwrap();
+        assert_eq!(c.stats().bytes, 30);
+        drop(held);
     }
 
     #[test]

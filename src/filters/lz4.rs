@@ -15,24 +15,31 @@ fn be32(b: &[u8], at: usize) -> Option<u32> {
 }
 
 pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
+    let total = declared(input, stage.limit)?;
+    let mut out = vec![0u8; total];
+    decode_into(input, &mut out)?;
+    Ok(out)
+}
+
+/// The decoded size the header declares, if at most `limit`.
+fn declared(input: &[u8], limit: usize) -> Result<usize, String> {
     let total = input
         .get(..8)
         .map(|b| u64::from_be_bytes(b.try_into().unwrap_or_default()))
         .ok_or("header truncated")?;
-    let block = be32(input, 8).ok_or("header truncated")? as usize;
-    let total = usize::try_from(total)
+    usize::try_from(total)
         .ok()
-        .filter(|&t| t <= stage.limit)
-        .ok_or_else(|| {
-            format!(
-                "declared size {total} exceeds the chunk size {}",
-                stage.limit
-            )
-        })?;
+        .filter(|&t| t <= limit)
+        .ok_or_else(|| format!("declared size {total} exceeds the chunk size {limit}"))
+}
+
+/// Decode into `out`, which must hold the declared size; the number of bytes written.
+pub(crate) fn decode_into(input: &[u8], out: &mut [u8]) -> Result<usize, String> {
+    let total = declared(input, out.len())?;
+    let block = be32(input, 8).ok_or("header truncated")? as usize;
     if block == 0 && total > 0 {
         return Err("block size 0".into());
     }
-    let mut out = vec![0u8; total];
     let mut ip = 12usize;
     let mut op = 0usize;
     while op < total {
@@ -54,7 +61,7 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
         }
         op += raw_len;
     }
-    Ok(out)
+    Ok(total)
 }
 
 /// Decode one raw LZ4 block into `dst`; returns the number of bytes written.

@@ -21,7 +21,6 @@
 //! [`Error::UnknownFilter`].
 
 use std::cell::RefCell;
-use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
@@ -180,22 +179,25 @@ impl Pipeline {
         expected_len: usize,
         chunk_addr: u64,
     ) -> Result<Vec<u8>> {
-        self.decode_with(data, filter_mask, expected_len, chunk_addr, &mut Vec::new())
+        let mut out = vec![0u8; expected_len];
+        self.decode_with(data, filter_mask, &mut out, chunk_addr, &mut Vec::new())?;
+        Ok(out)
     }
 
-    /// [`Pipeline::decode`] of the stored chunk at `chunk_addr`, `stored` bytes, read from
-    /// `storage`, straight into a shared buffer for the chunk cache. The stored bytes and the
-    /// intermediate stages live in per-thread scratch buffers that are reused from chunk to
-    /// chunk: a fresh multi-MiB buffer per stage costs page faults and zeroing that take as
-    /// long as the decoding itself. The only allocation per chunk is the result.
+    /// Decode the stored chunk at `chunk_addr`, `stored` bytes, read from `storage`, into
+    /// `out`, which must come out exactly full. The last stage writes straight into `out`
+    /// (the chunk cache's shared buffer) where its codec can: deflate, shuffle, lzf, lz4 and
+    /// zstd. The stored bytes and the intermediate stages live in per-thread scratch buffers
+    /// reused from chunk to chunk: a fresh multi-MiB buffer per stage costs page faults and
+    /// zeroing that take as long as the decoding itself.
     pub fn decode_from(
         &self,
         storage: &crate::io::Storage,
         chunk_addr: u64,
         stored: u64,
         filter_mask: u32,
-        expected_len: usize,
-    ) -> Result<Arc<[u8]>> {
+        out: &mut [u8],
+    ) -> Result<()> {
         SCRATCH.with(|cell| {
             // A re-entrant call (not expected) gets fresh buffers instead of a panic.
             let mut taken;
@@ -207,58 +209,78 @@ impl Pipeline {
                 }
                 Err(_) => &mut fresh,
             };
-            let mut input = std::mem::take(&mut sc.input);
-            let r = (|| {
-                let n = usize::try_from(stored)
-                    .ok()
-                    .filter(|_| stored <= storage.available(chunk_addr))
-                    .ok_or(Error::Truncated {
-                        what: "chunk",
-                        addr: chunk_addr,
-                    })?;
-                input.clear();
-                input.resize(n, 0);
-                storage.read_at(chunk_addr, &mut input, "chunk")?;
-                let mut spare = std::mem::take(&mut sc.spare);
-                let out =
-                    self.decode_with(input, filter_mask, expected_len, chunk_addr, &mut spare);
-                sc.spare = bounded(spare);
-                out
-            })();
-            match r {
-                Ok(v) => {
-                    let shared = Arc::from(&v[..]);
-                    sc.keep(v);
-                    Ok(shared)
-                }
-                Err(e) => Err(e),
+            let n = usize::try_from(stored)
+                .ok()
+                .filter(|_| stored <= storage.available(chunk_addr))
+                .ok_or(Error::Truncated {
+                    what: "chunk",
+                    addr: chunk_addr,
+                })?;
+            if !self.applies(filter_mask) && n == out.len() {
+                // Every filter skipped (an optional one that did not pay off, as LZF on
+                // noisy floats): the stored bytes are the chunk.
+                return storage.read_at(chunk_addr, out, "chunk");
             }
+            // Both buffers get room for the largest stage up front, so that neither is
+            // reallocated (and its old contents copied) when the stages swap them.
+            let room = n.max(out.len().saturating_add(STAGE_SLACK));
+            let mut input = sized(std::mem::take(&mut sc.input), room);
+            let mut spare = sized(std::mem::take(&mut sc.spare), room);
+            // Growing zeroes only the new tail; a reused buffer is truncated, not cleared.
+            input.resize(n, 0);
+            storage.read_at(chunk_addr, &mut input, "chunk")?;
+            let r = self.decode_with(input, filter_mask, out, chunk_addr, &mut spare);
+            sc.spare = bounded(spare);
+            sc.keep(r?);
+            Ok(())
         })
     }
 
-    /// The stage loop. `spare` is a buffer stages may write into (DEFLATE and SHUFFLE do);
-    /// on return it holds a buffer the caller may reuse.
+    /// True when some filter runs on a chunk with `filter_mask`.
+    fn applies(&self, filter_mask: u32) -> bool {
+        (0..self.spec.filters.len()).any(|i| !skipped(filter_mask, i))
+    }
+
+    /// The stage loop, ending in `out` (its length is the expected chunk size). `spare` is a
+    /// buffer stages may write into (DEFLATE and SHUFFLE do); on return it holds a buffer the
+    /// caller may reuse, and so does the returned vector.
     fn decode_with(
         &self,
         data: Vec<u8>,
         filter_mask: u32,
-        expected_len: usize,
+        out: &mut [u8],
         chunk_addr: u64,
         spare: &mut Vec<u8>,
     ) -> Result<Vec<u8>> {
+        let expected_len = out.len();
         let limit = expected_len.saturating_add(STAGE_SLACK);
+        let skipped = |i: usize| skipped(filter_mask, i);
+        // The last stage to run (the first filter the writer applied).
+        let last = (0..self.spec.filters.len()).find(|&i| !skipped(i));
         let mut buf = data;
         let mut last_id = None;
+        let mismatch = |id: Option<u16>, got: usize| {
+            let id_ = id.unwrap_or(0);
+            Error::Filter {
+                id: id_,
+                name: if id.is_some() {
+                    filter_name(id_)
+                } else {
+                    "none applied"
+                },
+                addr: chunk_addr,
+                detail: format!("decoded chunk has {got} bytes, expected {expected_len}"),
+            }
+        };
         for (i, spec) in self.spec.filters.iter().enumerate().rev() {
-            // Only 32 filters fit the mask (the format's maximum pipeline length).
-            if i < 32 && filter_mask & (1 << i) != 0 {
+            if skipped(i) {
                 continue;
             }
             let stage = Stage {
                 cd: &spec.client_data,
                 limit,
             };
-            buf = decode_reusing(spec.id, buf, &stage, spare).map_err(|e| match e {
+            let fail = |e: StageError| match e {
                 StageError::Unknown => unknown(spec),
                 StageError::Failed(detail) => Error::Filter {
                     id: spec.id,
@@ -266,27 +288,59 @@ impl Pipeline {
                     addr: chunk_addr,
                     detail,
                 },
-            })?;
+            };
+            if Some(i) == last {
+                if let Some(r) = decode_final(spec.id, &buf, &stage, out) {
+                    let n = r.map_err(fail)?;
+                    if n != expected_len {
+                        return Err(mismatch(Some(spec.id), n));
+                    }
+                    return Ok(buf);
+                }
+            }
+            buf = decode_reusing(spec.id, buf, &stage, spare).map_err(fail)?;
             last_id = Some(spec.id);
         }
         if buf.len() != expected_len {
-            let id = last_id.unwrap_or(0);
-            return Err(Error::Filter {
-                id,
-                name: if last_id.is_some() {
-                    filter_name(id)
-                } else {
-                    "none applied"
-                },
-                addr: chunk_addr,
-                detail: format!(
-                    "decoded chunk has {} bytes, expected {expected_len}",
-                    buf.len()
-                ),
-            });
+            return Err(mismatch(last_id, buf.len()));
         }
+        out.copy_from_slice(&buf);
         Ok(buf)
     }
+}
+
+/// The last stage written straight into `out` (the final chunk buffer): the number of bytes
+/// it holds when done, or `None` if filter `id` has no such path (the caller then decodes
+/// into a vector and copies). Output beyond `out` is an error, never a write.
+fn decode_final(
+    id: u16,
+    data: &[u8],
+    stage: &Stage,
+    out: &mut [u8],
+) -> Option<std::result::Result<usize, StageError>> {
+    let r = match id {
+        ids::DEFLATE => deflate::zlib_into(data, out).map_err(|e| deflate::message(e, out.len())),
+        ids::SHUFFLE => {
+            let Some(&elem) = stage.cd.first() else {
+                return Some(Err("missing element size (cd[0])".to_string().into()));
+            };
+            if data.len() == out.len() {
+                shuffle::unshuffle(data, out, elem as usize);
+            }
+            Ok(data.len())
+        }
+        ids::LZF => lzf::decode_into(data, out),
+        ids::LZ4 => lz4::decode_into(data, out),
+        ids::ZSTD => zstd::decode_into(data, out),
+        _ => return None,
+    };
+    Some(r.map_err(StageError::Failed))
+}
+
+/// True when bit `i` of `filter_mask` says filter `i` was not applied. Only 32 filters fit
+/// the mask (the format's maximum pipeline length).
+fn skipped(filter_mask: u32, i: usize) -> bool {
+    i < 32 && filter_mask & (1 << i) != 0
 }
 
 enum StageError {
@@ -335,6 +389,15 @@ impl Scratch {
 /// decoding thread holding two of them cannot add hundreds of MiB beyond the cache budget.
 const SCRATCH_KEEP: usize = (2 << 20) + STAGE_SLACK;
 
+/// `v` if it can hold `room` bytes, else a vector that can.
+fn sized(v: Vec<u8>, room: usize) -> Vec<u8> {
+    if v.capacity() >= room {
+        v
+    } else {
+        Vec::with_capacity(room)
+    }
+}
+
 /// `v`, or an empty vector if keeping `v` would hold more than [`SCRATCH_KEEP`].
 fn bounded(v: Vec<u8>) -> Vec<u8> {
     if v.capacity() > SCRATCH_KEEP {
@@ -362,14 +425,8 @@ fn decode_reusing(
             if out.len() < stage.limit {
                 out.resize(stage.limit, 0);
             }
-            let n = deflate::zlib_into(&data, &mut out[..stage.limit]).map_err(|e| match e {
-                libdeflater::DecompressionError::InsufficientSpace => {
-                    StageError::Failed(format!("inflates past the chunk size {}", stage.limit))
-                }
-                libdeflater::DecompressionError::BadData => {
-                    StageError::Failed("corrupt or truncated zlib stream".to_string())
-                }
-            })?;
+            let n = deflate::zlib_into(&data, &mut out[..stage.limit])
+                .map_err(|e| deflate::message(e, stage.limit))?;
             out.truncate(n);
         }
         ids::SHUFFLE => {

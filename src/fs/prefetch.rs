@@ -6,19 +6,24 @@
 //! ahead work has been queued. A read counts as sequential when it starts near the expected
 //! offset: up to [`BACK_SKIP`] before it (the kernel's readahead requests, served by several
 //! FUSE threads, arrive slightly out of order) or [`FWD_SKIP`] after it (a reader that skips a
-//! little keeps its stream, as mountpoint-s3's prefetcher does). Anything else resets the
-//! stream, so random access never queues work. While a stream lasts, its window doubles from
+//! little keeps its stream, as mountpoint-s3's prefetcher does), both at most [`SKIP_READS`]
+//! times the read's size, so that small random reads landing near each other by chance (4 KiB
+//! preads over a region of a few chunks) do not count. Anything else resets the stream, so
+//! random access never queues work. While a stream lasts, its window doubles from
 //! one piece up to a maximum, and the pieces between the last queued one and `end + window` are
 //! queued, each to be read once by a worker.
 //!
-//! A worker "reads" a piece through [`Dataset::read_at`] into a reused thread-local buffer:
-//! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`], whose
+//! A worker "reads" a piece through [`Dataset::read_at`] under [`crate::layout::fetch_only`]:
+//! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`] without copying
+//! them anywhere (the worker's buffer is never written, so its pages are never touched), whose
 //! single-flight makes a reader that catches up wait for the decode in flight rather than run
 //! it twice. A piece is one chunk's worth of image bytes (at least [`MIN_PIECE`]), aligned, so
 //! for chunks spanning whole trailing dimensions each job decodes exactly one chunk and the
 //! workers decode different chunks in parallel.
 //!
-//! Memory. Decoded chunks live only in the chunk cache: the window is capped at a quarter of
+//! Memory. Decoded chunks live only in the chunk cache, and a decode in flight holds a cache
+//! reservation for its buffers, so prefetch never takes memory beyond the cache budget. The
+//! window is capped at a quarter of
 //! the cache's capacity (so read-ahead data is not evicted by its own successors before it is
 //! read), and prefetch is off for a dataset whose piece does not fit twice in that quarter.
 //! Only filtered chunked datasets are prefetched: unfiltered ones cost one `pread` of the HDF5
@@ -36,11 +41,14 @@ use crate::model::Dataset;
 pub const BACK_SKIP: u64 = 4 << 20;
 /// How far after the expected offset a read may start and still continue its stream.
 pub const FWD_SKIP: u64 = 8 << 20;
+/// The skips above, in units of the read's own size, for reads smaller than 1/16 of them.
+pub const SKIP_READS: u64 = 16;
 /// Smallest piece queued as one job: small chunks are batched so a job is worth its overhead.
 pub const MIN_PIECE: u64 = 1 << 20;
 /// Most read-ahead per stream, whatever the cache size.
 pub const MAX_WINDOW: u64 = 64 << 20;
-/// Bytes of a worker's read buffer (pieces are read through it in slices).
+/// Bytes of a worker's read buffer (pieces are read through it in slices). It is allocated
+/// zeroed and never written (see [`crate::layout::fetch_only`]), so it costs no memory.
 const SINK_BYTES: usize = 1 << 20;
 /// Most jobs waiting; more are dropped.
 const MAX_QUEUED: usize = 256;
@@ -87,8 +95,9 @@ impl Stream {
     /// Record a read of `size` bytes at `offset`; the image ranges, piece-aligned, to queue.
     pub fn on_read(&mut self, offset: u64, size: u64) -> Vec<(u64, u64)> {
         let end = offset.saturating_add(size).min(self.len);
-        let sequential =
-            offset >= self.next.saturating_sub(BACK_SKIP) && offset <= self.next + FWD_SKIP;
+        let reach = size.saturating_mul(SKIP_READS);
+        let sequential = offset >= self.next.saturating_sub(BACK_SKIP.min(reach))
+            && offset <= self.next.saturating_add(FWD_SKIP.min(reach));
         if !sequential {
             self.streak = 0;
             self.next = end;
@@ -186,7 +195,7 @@ impl Pool {
 }
 
 thread_local! {
-    /// The buffer a worker reads pieces into; kept between jobs so its pages stay mapped.
+    /// The buffer a worker "reads" pieces into; never written.
     static SINK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -244,7 +253,7 @@ impl Prefetcher {
                 SINK.with(|s| {
                     let mut s = s.borrow_mut();
                     if s.len() < SINK_BYTES {
-                        s.resize(SINK_BYTES, 0);
+                        *s = vec![0; SINK_BYTES];
                     }
                     // A piece larger than the sink is read in slices: the first decodes the
                     // chunk into the cache, the others are cache hits.
@@ -252,7 +261,7 @@ impl Prefetcher {
                     while done < n {
                         let k = (n - done).min(SINK_BYTES as u64) as usize;
                         // Errors are the reader's to report when it gets there.
-                        match ds.read_at(off + done, &mut s[..k]) {
+                        match crate::layout::fetch_only(|| ds.read_at(off + done, &mut s[..k])) {
                             Ok(got) if got > 0 => done += got as u64,
                             _ => break,
                         }
@@ -323,6 +332,11 @@ mod tests {
         }
         // Two reads in a row after a jump start a new stream.
         assert!(!s.on_read(300 * M + 4096, M).is_empty());
+        // Small reads near each other but not adjacent do not.
+        s.on_read(600 * M, 4096);
+        assert!(s.on_read(600 * M + 200_000, 4096).is_empty());
+        assert_eq!(s.streak, 0);
+        assert!(!s.on_read(600 * M + 204_096, 4096).is_empty());
     }
 
     #[test]

@@ -322,28 +322,40 @@ impl Chunked {
     }
 
     /// Read and decode the chunk at merged chunk coordinates `mcoords`; `None` if the index
-    /// has no such chunk. The result is allocated once, as the cache's shared buffer.
+    /// has no such chunk. The result is the cache's shared buffer, written in place: an
+    /// evicted chunk of the same size when one is free, else a fresh one. While it decodes,
+    /// the load holds a cache reservation for the result and, for a filtered chunk, its
+    /// stored bytes and one intermediate stage.
     fn load(&self, mcoords: &[u64]) -> Result<Option<Arc<[u8]>>> {
         let Some((rec, raw)) = self.locate(mcoords)? else {
             return Ok(None);
         };
-        if raw {
-            // Read straight into the shared buffer (no intermediate vector to copy from).
-            let mut shared: Arc<[u8]> = std::iter::repeat_n(0u8, self.chunk_bytes).collect();
-            if let Some(b) = Arc::get_mut(&mut shared) {
-                self.storage.read_at(rec.addr, b, "chunk")?;
-            }
-            return Ok(Some(shared));
+        let n = self.chunk_bytes;
+        let full = n as u64;
+        let extra = if raw {
+            0
+        } else {
+            rec.size.saturating_add(full)
+        };
+        let mut room = self.cache.reserve(full.saturating_add(extra), n);
+        let mut shared = match room.take_buffer() {
+            Some(b) => b,
+            None => std::iter::repeat_n(0u8, n).collect(),
+        };
+        if Arc::get_mut(&mut shared).is_none() {
+            shared = std::iter::repeat_n(0u8, n).collect();
         }
-        self.pipeline
-            .decode_from(
-                &self.storage,
-                rec.addr,
-                rec.size,
-                rec.filter_mask,
-                self.chunk_bytes,
-            )
-            .map(Some)
+        let Some(out) = Arc::get_mut(&mut shared) else {
+            return Err(Error::corrupt("chunk", rec.addr, "chunk buffer is shared"));
+        };
+        if raw {
+            self.storage.read_at(rec.addr, out, "chunk")?;
+        } else {
+            self.pipeline
+                .decode_from(&self.storage, rec.addr, rec.size, rec.filter_mask, out)?;
+        }
+        drop(room);
+        Ok(Some(shared))
     }
 
     /// Fill `buf` with the image bytes from `offset`; the caller has clipped the range.
@@ -374,6 +386,11 @@ impl Chunked {
         // (one `pread` per run): caching them would cost an extra copy and evict decoded
         // chunks, and the kernel's page cache already holds the file.
         let direct = !self.filtered && g.chunk[last_dim(m)].saturating_mul(self.es) >= DIRECT_RUN;
+        // A prefetch worker only wants the chunks in the cache.
+        let fetch_only = super::is_fetch_only();
+        if fetch_only && direct {
+            return Ok(());
+        }
         let mut cc = vec![0u64; m];
         let mut scratch = Scratch {
             a: vec![0; m],
@@ -394,6 +411,12 @@ impl Chunked {
                         }
                     } else {
                         held = self.fetch(&cc)?;
+                        if fetch_only {
+                            if !advance(&mut cc, lo, hi) {
+                                break;
+                            }
+                            continue;
+                        }
                         held.as_deref().map_or(Source::Fill, Source::Mem)
                     };
                     for (j, r) in regions.iter().enumerate().skip(k) {
@@ -798,6 +821,29 @@ mod tests {
         let f = fixture(spec, |_| true);
         check_range(&f, 1, 100_000);
         assert!(f.cache.stats().misses > 0);
+    }
+
+    #[test]
+    fn fetch_only_fills_the_cache_and_leaves_the_buffer() {
+        let spec = Spec {
+            dims: &[300, 70],
+            chunk: &[16, 9],
+            es: 4,
+            fill: None,
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 1 << 20,
+        };
+        let f = fixture(spec, |_| true);
+        let mut buf = vec![0xccu8; 20_000];
+        let n = crate::layout::fetch_only(|| f.reader.read_at(100, &mut buf)).unwrap();
+        assert_eq!(n, 20_000);
+        assert!(buf.iter().all(|&b| b == 0xcc));
+        let loaded = f.cache.stats().misses;
+        assert!(loaded > 0);
+        // Outside `fetch_only` the same range is served from the cache, correctly.
+        check_range(&f, 100, 20_000);
+        assert_eq!(f.cache.stats().misses, loaded);
     }
 
     #[test]

@@ -186,6 +186,30 @@ impl DataReader {
     }
 }
 
+thread_local! {
+    /// Set while this thread runs [`fetch_only`].
+    static FETCH_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` with reads of chunked datasets on this thread only bringing the chunks they touch
+/// into the chunk cache: the destination buffer is left as it is (for prefetch workers, which
+/// want the decode, not the bytes). Other layouts read as usual.
+pub fn fetch_only<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            FETCH_ONLY.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(FETCH_ONLY.with(|c| c.replace(true)));
+    f()
+}
+
+/// True inside [`fetch_only`].
+pub(crate) fn is_fetch_only() -> bool {
+    FETCH_ONLY.with(|c| c.get())
+}
+
 /// Fill `buf`, which holds the image bytes starting at `image_offset`, with the fill value
 /// (`None`: zeros). The element pattern is aligned on element boundaries of the image.
 pub(crate) fn fill_pattern(buf: &mut [u8], image_offset: u64, fill: Option<&[u8]>) {
