@@ -14,7 +14,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-
 use crate::error::{Error, Result};
 use crate::format::btree_v2::{self, records::HugeObjectRecord, BtreeV2Header};
 use crate::format::limits::MAX_TREE_DEPTH;
@@ -356,7 +355,10 @@ impl FractalHeap {
             ));
         };
         let verified = || {
-            let set = self.verified_blocks.lock().unwrap_or_else(|e| e.into_inner());
+            let set = self
+                .verified_blocks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             set.contains(&block_addr)
         };
         if self.flags & 2 != 0 && verified() {
@@ -376,7 +378,10 @@ impl FractalHeap {
                     addr: block_addr,
                 });
             }
-            let mut set = self.verified_blocks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut set = self
+                .verified_blocks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             if set.len() < MAX_VERIFIED_BLOCKS {
                 set.insert(block_addr);
             }

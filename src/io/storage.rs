@@ -166,7 +166,10 @@ mod tests {
         // No writer ever opens it: a blocking open would hang this test.
         let e = Storage::open(&fifo).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-        assert!(Storage::open(Path::new("/dev/null")).is_err(), "character device");
+        assert!(
+            Storage::open(Path::new("/dev/null")).is_err(),
+            "character device"
+        );
         let plain = dir.path().join("f");
         std::fs::write(&plain, b"abc").unwrap();
         assert_eq!(Storage::open(&plain).unwrap().file_len(), 3);

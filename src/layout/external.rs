@@ -63,12 +63,14 @@ impl External {
         if let Some(f) = files.get(path) {
             return Ok(f.clone());
         }
-        let f = Arc::new(crate::io::storage::open_data_file(path).map_err(|e| Error::Io {
-            what: "external data file",
-            addr: 0,
-            len: 0,
-            source: std::io::Error::new(e.kind(), format!("{}: {e}", path.display())),
-        })?);
+        let f = Arc::new(
+            crate::io::storage::open_data_file(path).map_err(|e| Error::Io {
+                what: "external data file",
+                addr: 0,
+                len: 0,
+                source: std::io::Error::new(e.kind(), format!("{}: {e}", path.display())),
+            })?,
+        );
         if files.len() >= MAX_OPEN_FILES {
             files.clear();
         }

@@ -248,9 +248,28 @@ impl File {
     }
 
     /// What kind of object this is.
+    ///
+    /// Reads no more of an uncached header than its first chunk when that settles it: a
+    /// layout message makes a dataset whatever follows, and a header of one chunk is whole
+    /// (and is kept). Listing a group needs every child's kind, not its attributes, which
+    /// often fill continuation chunks.
     pub fn kind(&self, id: ObjectId) -> Result<ObjectKind> {
-        let h = self.header(id)?;
-        Ok(kind_of(&h))
+        if let Some(h) = self.headers.lock().unwrap().get(&id.0) {
+            return Ok(kind_of(h));
+        }
+        if id.0 == UNDEFINED_ADDR {
+            return Err(Error::corrupt("object header", id.0, "undefined address"));
+        }
+        let (first, complete) = ObjectHeader::read_first_chunk(&self.storage, id.0, self.sizes())?;
+        let kind = kind_of(&first);
+        if complete {
+            self.headers.lock().unwrap().put(id.0, Arc::new(first));
+            return Ok(kind);
+        }
+        if kind == ObjectKind::Dataset {
+            return Ok(kind);
+        }
+        Ok(kind_of(&*self.header(id)?))
     }
 
     /// Links of a group, sorted by name (byte order, h5py's default for untracked groups).

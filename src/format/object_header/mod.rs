@@ -124,6 +124,8 @@ pub(crate) struct Walk {
     /// Bytes of chunks read so far, bounded by the file length.
     bytes_read: u64,
     byte_budget: u64,
+    /// Read the first chunk only ([`ObjectHeader::read_first_chunk`]).
+    pub(crate) first_only: bool,
 }
 
 impl Walk {
@@ -137,7 +139,13 @@ impl Walk {
             continuations: 0,
             bytes_read: 0,
             byte_budget: storage.available(0),
+            first_only: false,
         }
+    }
+
+    /// True when continuation chunks were announced and not read.
+    pub(crate) fn incomplete(&self) -> bool {
+        !self.queue.is_empty()
     }
 
     /// Account for `len` bytes about to be read as a chunk.
@@ -155,6 +163,9 @@ impl Walk {
 
     /// The next continuation chunk to read, if any.
     pub(crate) fn next_chunk(&mut self) -> Option<ChunkRef> {
+        if self.first_only {
+            return None;
+        }
         self.queue.pop_front()
     }
 
@@ -220,13 +231,33 @@ pub fn is_known(mtype: u16) -> bool {
 impl ObjectHeader {
     /// Read the header at relative address `addr`, following continuations.
     pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ObjectHeader> {
+        Ok(Self::read_chunks(storage, addr, sizes, false)?.0)
+    }
+
+    /// Read the header at `addr` without following continuations: its first chunk's
+    /// messages, and whether that is the whole header. Enough to tell what most objects are
+    /// (a directory listing needs each child's kind, not its attributes).
+    pub fn read_first_chunk(
+        storage: &Storage,
+        addr: u64,
+        sizes: Sizes,
+    ) -> Result<(ObjectHeader, bool)> {
+        Self::read_chunks(storage, addr, sizes, true)
+    }
+
+    fn read_chunks(
+        storage: &Storage,
+        addr: u64,
+        sizes: Sizes,
+        first_only: bool,
+    ) -> Result<(ObjectHeader, bool)> {
         let mut first = [0u8; 4];
         let n = storage.available(addr).min(4) as usize;
         storage.read_at(addr, &mut first[..n], "object header")?;
         if n == 4 && &first == v2::SIGNATURE {
-            v2::read(storage, addr, sizes)
+            v2::read(storage, addr, sizes, first_only)
         } else if n >= 1 && first[0] == 1 {
-            v1::read(storage, addr, sizes)
+            v1::read(storage, addr, sizes, first_only)
         } else if n == 0 {
             Err(Error::Truncated {
                 what: "object header",

@@ -16,8 +16,14 @@ const MSG_HEADER_LEN: usize = 8;
 /// Messages are aligned on this boundary within a chunk.
 const ALIGN: usize = 8;
 
-/// Read a version 1 header at `addr` and all its continuation chunks.
-pub(crate) fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ObjectHeader> {
+/// Read a version 1 header at `addr` and all its continuation chunks (only the first chunk
+/// with `first_only`); also whether the header was read whole.
+pub(crate) fn read(
+    storage: &Storage,
+    addr: u64,
+    sizes: Sizes,
+    first_only: bool,
+) -> Result<(ObjectHeader, bool)> {
     let prefix = storage.read_vec(addr, PREFIX_LEN, "object header (v1)")?;
     let mut c = Cursor::new(&prefix, addr, "object header (v1)");
     let version = c.u8()?;
@@ -33,6 +39,7 @@ pub(crate) fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ObjectH
         .ok_or_else(|| c.corrupt("address overflow"))?;
 
     let mut walk = Walk::new(storage, addr, sizes);
+    walk.first_only = first_only;
     walk.charge(PREFIX_LEN + chunk0_len)?;
     let chunk0 = storage.read_vec(chunk0_addr, chunk0_len, "object header (v1)")?;
     parse_chunk(&mut walk, &chunk0, chunk0_addr)?;
@@ -41,14 +48,16 @@ pub(crate) fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ObjectH
         let data = storage.read_vec(chunk.addr, chunk.len, "object header continuation (v1)")?;
         parse_chunk(&mut walk, &data, chunk.addr)?;
     }
-    Ok(ObjectHeader {
+    let complete = !walk.incomplete();
+    let header = ObjectHeader {
         addr,
         version: 1,
         refcount,
         header_flags: 0,
         times: None,
         messages: walk.messages,
-    })
+    };
+    Ok((header, complete))
 }
 
 /// Decode the messages of one chunk (its bytes `data`, read from `addr`).
@@ -103,6 +112,28 @@ mod tests {
         assert_eq!(&h.messages[0].data[..3], &[1, 2, 3]);
         assert_eq!(h.messages[1].addr, 0x68);
         assert_eq!(h.messages[1].data, b"comment\0");
+    }
+
+    #[test]
+    fn v1_first_chunk_only() {
+        // As above, but the continuation points past the end of the file: reading the first
+        // chunk alone does not touch it, and says the header is incomplete.
+        let mut chunk0 = v1_msg(0x0001, 0, &[1, 2, 3]);
+        chunk0.extend(v1_msg(0x0010, 0, &cont(0x1_0000, 24)));
+        let image = v1_header(2, 1, &chunk0);
+        let (_f, s) = storage(&image);
+        let (h, complete) = ObjectHeader::read_first_chunk(&s, 0, Sizes::DEFAULT).unwrap();
+        assert!(!complete);
+        assert_eq!(h.messages.len(), 1);
+        assert!(ObjectHeader::read(&s, 0, Sizes::DEFAULT).is_err());
+        // A header of one chunk is whole.
+        let image = v1_header(1, 1, &v1_msg(0x0001, 0, &[1, 2, 3]));
+        let (_f, s) = storage(&image);
+        assert!(
+            ObjectHeader::read_first_chunk(&s, 0, Sizes::DEFAULT)
+                .unwrap()
+                .1
+        );
     }
 
     #[test]

@@ -40,8 +40,14 @@ const MAX_PREFIX_LEN: u64 = 34;
 /// Signature plus checksum of a continuation chunk.
 const CHUNK_OVERHEAD: u64 = 8;
 
-/// Read a version 2 header at `addr` and all its continuation chunks.
-pub(crate) fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ObjectHeader> {
+/// Read a version 2 header at `addr` and all its continuation chunks (only the first chunk
+/// with `first_only`); also whether the header was read whole.
+pub(crate) fn read(
+    storage: &Storage,
+    addr: u64,
+    sizes: Sizes,
+    first_only: bool,
+) -> Result<(ObjectHeader, bool)> {
     const WHAT: &str = "object header (v2)";
     let prefix = storage.read_up_to(addr, MAX_PREFIX_LEN, WHAT)?;
     let mut c = Cursor::new(&prefix, addr, WHAT);
@@ -75,6 +81,7 @@ pub(crate) fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ObjectH
         .ok_or_else(|| c.corrupt("chunk 0 size overflows"))?;
 
     let mut walk = Walk::new(storage, addr, sizes);
+    walk.first_only = first_only;
     let track_order = hflags & header_flags::ATTR_ORDER_TRACKED != 0;
     walk.charge(total)?;
     let data = storage.read_vec(addr, total, WHAT)?;
@@ -114,14 +121,16 @@ pub(crate) fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ObjectH
         Some(m) => messages::parse_refcount(&m.data, m.addr)?,
         None => 1,
     };
-    Ok(ObjectHeader {
+    let complete = !walk.incomplete();
+    let header = ObjectHeader {
         addr,
         version: 2,
         refcount,
         header_flags: hflags,
         times,
         messages: walk.messages,
-    })
+    };
+    Ok((header, complete))
 }
 
 /// Decode the messages of one chunk's message area (`data`, at file address `addr`).
