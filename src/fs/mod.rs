@@ -140,6 +140,13 @@ impl H5Fs {
         self.files.get(node.file).ok_or(FsError::Errno(libc::EIO))
     }
 
+    /// The dataset `id` of the file `node` lives in (errors name the node's path).
+    fn dataset_of(&self, node: &Node, id: ObjectId) -> FsResult<Arc<crate::model::Dataset>> {
+        self.file_of(node)?
+            .dataset(id)
+            .map_err(|e| FsError::model(&node.path, e))
+    }
+
     fn kind(&self, node: &Node, id: ObjectId) -> FsResult<ObjectKind> {
         self.file_of(node)?
             .kind(id)
@@ -296,9 +303,7 @@ impl H5Fs {
                     ObjectKind::Group => (FileKind::Directory, 0),
                     // Retried in a new view before the size falls back to 0.
                     ObjectKind::Dataset => match self.retry_after_refresh(|| {
-                        self.file_of(&node)?
-                            .dataset(id)
-                            .map_err(|e| FsError::model(&node.path, e))
+                        self.dataset_of(&node, id)
                             .and_then(|ds| self.served_len(&node, &ds))
                     }) {
                         Ok(len) => (FileKind::RegularFile, len),
@@ -399,10 +404,7 @@ impl H5Fs {
         match self.kind(&node, id)? {
             ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
             ObjectKind::Dataset => {
-                let ds = self
-                    .file_of(&node)?
-                    .dataset(id)
-                    .map_err(|e| FsError::model(&node.path, e))?;
+                let ds = self.dataset_of(&node, id)?;
                 self.open_dataset(&node, &ds)
             }
             ObjectKind::NamedDatatype | ObjectKind::Unknown => Ok(()),
@@ -421,10 +423,8 @@ impl H5Fs {
         if self.kind(&node, id)? != ObjectKind::Dataset {
             return Ok(0);
         }
-        match self.file_of(&node)?.dataset(id) {
-            Ok(ds) => Ok(self.prefetch.open(&ds)),
-            Err(e) => Err(FsError::model(&node.path, e)),
-        }
+        let ds = self.dataset_of(&node, id)?;
+        Ok(self.prefetch.open(&ds))
     }
 
     /// Forget file handle `fh`.
@@ -474,10 +474,7 @@ impl H5Fs {
         match self.kind(&node, id)? {
             ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
             ObjectKind::Dataset => {
-                let ds = self
-                    .file_of(&node)?
-                    .dataset(id)
-                    .map_err(|e| FsError::model(&node.path, e))?;
+                let ds = self.dataset_of(&node, id)?;
                 if self.has_primary_view(&node, &ds) {
                     // A view (byte order, text) replaces the raw bytes.
                     *out = self.read_dataset(&node, &ds, offset, size)?;
@@ -512,10 +509,7 @@ impl H5Fs {
         let mut out = Vec::new();
         match self.kind(node, id)? {
             ObjectKind::Dataset => {
-                let ds = self
-                    .file_of(node)?
-                    .dataset(id)
-                    .map_err(|e| FsError::model(&node.path, e))?;
+                let ds = self.dataset_of(node, id)?;
                 for (k, v) in xattr::dataset_xattrs(&ds.info) {
                     out.push((k, v.into_bytes()));
                 }

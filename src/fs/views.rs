@@ -235,10 +235,7 @@ impl H5Fs {
             .ok_or(FsError::Errno(libc::ENOENT))?;
         let node = self.node(sc.dataset)?;
         let id = self.object(&node)?;
-        let ds = self
-            .file_of(&node)?
-            .dataset(id)
-            .map_err(|e| FsError::model(&node.path, e))?;
+        let ds = self.dataset_of(&node, id)?;
         let set = self.view_set(&node, &ds);
         Ok((sc, ds, set))
     }
