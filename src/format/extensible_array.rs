@@ -19,7 +19,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::fixed_array::{
-    bit_msb_first, check_element_size, decode_chunk_element, ChunkElement,
+    bit_msb_first, check_element_size, decode_element_at, ChunkElement,
 };
 use crate::io::{Cursor, Sizes, Storage};
 
@@ -423,14 +423,15 @@ pub fn element_at(
     index: u64,
     sizes: Sizes,
 ) -> Result<ChunkElement> {
-    const WHAT: &str = "extensible array element";
-    let es = hdr.element_size as u64;
-    let bytes = index
-        .checked_mul(es)
-        .and_then(|s| Some(s..s.checked_add(es)?))
-        .and_then(|r| elements.get(r.start as usize..r.end as usize))
-        .ok_or_else(|| Error::corrupt(WHAT, hdr.addr, format!("element {index} out of range")))?;
-    decode_chunk_element(bytes, hdr.addr, hdr.client_id, sizes, WHAT)
+    decode_element_at(
+        elements,
+        index,
+        hdr.element_size,
+        hdr.addr,
+        hdr.client_id,
+        sizes,
+        "extensible array element",
+    )
 }
 
 #[cfg(test)]

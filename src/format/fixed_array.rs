@@ -65,6 +65,26 @@ pub fn check_element_size(
     }
 }
 
+/// Decode element `index` of `elements`, a packed run of `element_size`-byte chunk elements
+/// of the array at `addr` (fixed or extensible); an index outside the run is corrupt.
+pub fn decode_element_at(
+    elements: &[u8],
+    index: u64,
+    element_size: u8,
+    addr: u64,
+    client_id: u8,
+    sizes: Sizes,
+    what: &'static str,
+) -> Result<ChunkElement> {
+    let es = u64::from(element_size);
+    let bytes = index
+        .checked_mul(es)
+        .and_then(|s| Some(s..s.checked_add(es)?))
+        .and_then(|r| elements.get(usize::try_from(r.start).ok()?..usize::try_from(r.end).ok()?))
+        .ok_or_else(|| Error::corrupt(what, addr, format!("element {index} out of range")))?;
+    decode_chunk_element(bytes, addr, client_id, sizes, what)
+}
+
 /// Decode one chunk element from exactly `bytes` (whose length was checked with
 /// [`check_element_size`]).
 pub fn decode_chunk_element(
@@ -279,16 +299,15 @@ pub fn element_at(
     index: u64,
     sizes: Sizes,
 ) -> Result<ChunkElement> {
-    const WHAT: &str = "fixed array element";
-    let es = header.element_size as u64;
-    let bytes = index
-        .checked_mul(es)
-        .and_then(|s| Some(s..s.checked_add(es)?))
-        .and_then(|r| elements.get(r.start as usize..r.end as usize))
-        .ok_or_else(|| {
-            Error::corrupt(WHAT, header.addr, format!("element {index} out of range"))
-        })?;
-    decode_chunk_element(bytes, header.addr, header.client_id, sizes, WHAT)
+    decode_element_at(
+        elements,
+        index,
+        header.element_size,
+        header.addr,
+        header.client_id,
+        sizes,
+        "fixed array element",
+    )
 }
 
 /// True when an element's address says "never written".
