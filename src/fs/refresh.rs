@@ -46,7 +46,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::attr::{Attr, FileKind};
 use super::dir::Listing;
@@ -192,19 +192,12 @@ impl Wakeup {
     /// Refresh thread: wait until a check is asked for or `period` passed, then mark a check
     /// as running (end it with [`Wakeup::checked`]).
     pub fn wait_turn(&self, period: Duration) {
-        let deadline = Instant::now() + period;
-        let mut st = self.lock();
-        while !st.requested {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            st = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        let st = self.lock();
+        let mut st = self
+            .cv
+            .wait_timeout_while(st, period, |st| !st.requested)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
         st.requested = false;
         st.checking = true;
     }
@@ -225,22 +218,15 @@ impl Wakeup {
     /// A read failed while `seen` views had been swapped in: ask for a check and wait for one
     /// that started after this call (at most `timeout`). True if a new view came since `seen`.
     pub fn request_and_wait(&self, seen: u64, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
         let mut st = self.lock();
         let target = st.checks + if st.checking { 2 } else { 1 };
         st.requested = true;
         self.cv.notify_all();
-        while st.swaps == seen && st.checks < target {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            st = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        let st = self
+            .cv
+            .wait_timeout_while(st, timeout, |st| st.swaps == seen && st.checks < target)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
         st.swaps != seen
     }
 }
@@ -477,7 +463,7 @@ fn appended(old: &File, new: &File, id: ObjectId) -> bool {
 #[cfg(test)]
 mod tests {
     use std::ffi::OsStr;
-    use std::time::SystemTime;
+    use std::time::{Instant, SystemTime};
 
     use super::*;
     use crate::fs::{FsOptions, ROOT_INO};
