@@ -44,6 +44,8 @@ pub struct Files {
     /// Directory of the mounted file, with `.` and `..` folded (absolute when it could be
     /// made so).
     root_dir: PathBuf,
+    /// The same, with symlinks resolved (what a file's canonical path must lie under).
+    root_canon: PathBuf,
     options: OpenOptions,
     inner: RwLock<Inner>,
 }
@@ -79,8 +81,10 @@ impl Files {
             std::fs::canonicalize(main.path()).unwrap_or_else(|_| fold(&absolute(main.path())));
         inner.by_path.insert(key, Ok(MAIN));
         inner.files.push(main);
+        let root_canon = std::fs::canonicalize(&root_dir).unwrap_or_else(|_| root_dir.clone());
         Files {
             root_dir,
+            root_canon,
             options,
             inner: RwLock::new(inner),
         }
@@ -158,26 +162,14 @@ impl Files {
                 return self.remember(path, Err(why));
             }
         };
-        if !self.options.allow_outside_paths && !canon.starts_with(&self.root_dir) {
-            // A symlink on disk may lead elsewhere; the root directory itself may be reached
-            // through a symlink, so compare against its canonical form too.
-            let canon_root = std::fs::canonicalize(&self.root_dir).unwrap_or_default();
-            if !canon.starts_with(&canon_root) {
-                let why = format!(
-                    "{} resolves to {}, outside the mounted file's directory",
-                    path.display(),
-                    canon.display()
-                );
-                return self.remember(path, Err(why));
-            }
-        }
-        {
-            let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(r) = inner.by_path.get(&canon) {
-                let r = r.clone();
-                drop(inner);
-                return self.remember(path, r);
-            }
+        // A symlink on disk may lead elsewhere: the canonical path must stay inside too.
+        if !self.options.allow_outside_paths && !canon.starts_with(&self.root_canon) {
+            let why = format!(
+                "{} resolves to {}, outside the mounted file's directory",
+                path.display(),
+                canon.display()
+            );
+            return self.remember(path, Err(why));
         }
         let main = self.main();
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
