@@ -353,7 +353,7 @@ impl Filesystem for FuseFs {
             READ_BUF.with(|b| {
                 let mut buf = b.borrow_mut();
                 match c.read_handle(ino.0, fh.0, offset, size, &mut buf) {
-                    Ok(()) => reply.data(&buf),
+                    Ok(answer) => reply.data(answer.bytes(&buf)),
                     Err(e) => reply.error(Self::fail(c, "read", e)),
                 }
             })

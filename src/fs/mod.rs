@@ -435,13 +435,17 @@ impl H5Fs {
     /// Read `size` bytes at `offset` of `ino`.
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let mut out = Vec::new();
-        self.read_handle(ino, 0, offset, size, &mut out)?;
-        Ok(out)
+        let answer = self.read_handle(ino, 0, offset, size, &mut out)?;
+        Ok(match answer {
+            read::Answer::Buffer => out,
+            shared => shared.bytes(&[]).to_vec(),
+        })
     }
 
     /// Read `size` bytes at `offset` of `ino` through handle `fh` into `out` (resized to the
-    /// bytes read; a reused buffer keeps its pages, so a request costs no allocation). With
-    /// refresh on, a read that fails is tried again if a new view of the file came meanwhile.
+    /// bytes read; a reused buffer keeps its pages, so a request costs no allocation), or
+    /// answer with a run of a cached chunk, leaving `out` alone. With refresh on, a read that
+    /// fails is tried again if a new view of the file came meanwhile.
     pub fn read_handle(
         &self,
         ino: u64,
@@ -449,7 +453,7 @@ impl H5Fs {
         offset: u64,
         size: u32,
         out: &mut Vec<u8>,
-    ) -> FsResult<()> {
+    ) -> FsResult<read::Answer> {
         self.retry_after_refresh(|| self.read_handle_once(ino, fh, offset, size, out))
     }
 
@@ -460,10 +464,10 @@ impl H5Fs {
         offset: u64,
         size: u32,
         out: &mut Vec<u8>,
-    ) -> FsResult<()> {
+    ) -> FsResult<read::Answer> {
         if views::is_sidecar(ino) {
             *out = self.sidecar_read(ino, offset, size)?;
-            return Ok(());
+            return Ok(read::Answer::Buffer);
         }
         let node = self.node(ino)?;
         #[cfg(debug_assertions)]
@@ -478,14 +482,14 @@ impl H5Fs {
                 if self.has_primary_view(&node, &ds) {
                     // A view (byte order, text) replaces the raw bytes.
                     *out = self.read_dataset(&node, &ds, offset, size)?;
-                    return Ok(());
+                    return Ok(read::Answer::Buffer);
                 }
                 self.prefetch.on_read(fh, &ds, offset, u64::from(size));
-                read::read_into(&ds, offset, size, out).map_err(|e| FsError::model(&node.path, e))
+                read::read_answer(&ds, offset, size, out).map_err(|e| FsError::model(&node.path, e))
             }
             ObjectKind::NamedDatatype | ObjectKind::Unknown => {
                 out.clear();
-                Ok(())
+                Ok(read::Answer::Buffer)
             }
         }
     }

@@ -5,6 +5,9 @@
 //! repeated [`Dataset::read_at`] calls, so a layout that returns short reads (one chunk at a
 //! time) still yields a full buffer: FUSE treats a short answer as end of file.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::model::Dataset;
 
@@ -22,6 +25,49 @@ pub fn read(ds: &Dataset, offset: u64, size: u32) -> Result<Vec<u8>> {
 /// bytes, so a buffer reused across requests is neither reallocated nor cleared.
 pub fn read_into(ds: &Dataset, offset: u64, size: u32, out: &mut Vec<u8>) -> Result<()> {
     read_image_into(ds.len(), offset, size, out, |off, buf| ds.read_at(off, buf))
+}
+
+/// Where the answer to a read is.
+#[derive(Debug)]
+pub enum Answer {
+    /// In the caller's buffer.
+    Buffer,
+    /// These bytes of a cached decoded chunk: the request fell in one contiguous run of one
+    /// chunk, so it is answered without a copy into the buffer.
+    Shared(Arc<[u8]>, Range<usize>),
+}
+
+impl Answer {
+    /// The answer's bytes, `buf` being the caller's buffer.
+    pub fn bytes<'a>(&'a self, buf: &'a [u8]) -> &'a [u8] {
+        match self {
+            Answer::Buffer => buf,
+            // The range was checked against the chunk when the answer was made.
+            Answer::Shared(data, r) => data.get(r.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+/// [`read_into`], answered from a cached chunk instead when the bytes are one contiguous run
+/// of one chunk; `out` is then left as it was.
+pub fn read_answer(ds: &Dataset, offset: u64, size: u32, out: &mut Vec<u8>) -> Result<Answer> {
+    let want = clip(ds.len(), offset, size);
+    if want > 0 {
+        if let Some((data, start)) = ds.read_shared(offset, want)? {
+            // `want` <= MAX_READ and `read_shared` checked `start + want` against the chunk.
+            let end = start + want as usize;
+            return Ok(Answer::Shared(data, start..end));
+        }
+    }
+    read_into(ds, offset, size, out)?;
+    Ok(Answer::Buffer)
+}
+
+/// Bytes a read of `size` at `offset` answers from an image of `len` bytes.
+fn clip(len: u64, offset: u64, size: u32) -> u64 {
+    len.saturating_sub(offset)
+        .min(u64::from(size))
+        .min(MAX_READ)
 }
 
 /// [`read`] over any image of `len` bytes served by `read_at`.
@@ -44,10 +90,7 @@ pub fn read_image_into(
     out: &mut Vec<u8>,
     mut read_at: impl FnMut(u64, &mut [u8]) -> Result<usize>,
 ) -> Result<()> {
-    let want = len
-        .saturating_sub(offset)
-        .min(u64::from(size))
-        .min(MAX_READ);
+    let want = clip(len, offset, size);
     // `want` <= MAX_READ, so the conversion cannot truncate.
     out.resize(want as usize, 0);
     let buf = &mut out[..];

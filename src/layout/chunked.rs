@@ -433,6 +433,54 @@ impl Chunked {
         Ok(())
     }
 
+    /// The cached decoded chunk that holds image bytes `offset..offset + len` as one
+    /// contiguous run, and where the run starts in it: the answer to a read without a copy.
+    /// `None` (nothing fetched) when the range crosses a chunk or a row boundary of its
+    /// chunk, when the dataset's unfiltered chunks are read from the file directly, or when
+    /// the chunk was never written. The caller has clipped the range to the image.
+    pub(crate) fn shared_run(&self, offset: u64, len: u64) -> Result<Option<(Arc<[u8]>, usize)>> {
+        let g = &self.geom;
+        let m = g.dims.len();
+        if len == 0
+            || (!self.filtered && g.chunk[last_dim(m)].saturating_mul(self.es) >= DIRECT_RUN)
+        {
+            return Ok(None);
+        }
+        let (e0, e1) = (offset / self.es, (offset + len - 1) / self.es);
+        let mut cc = vec![0u64; m];
+        let (mut chk0, mut chk1) = (0u64, 0u64);
+        let (mut r0, mut r1) = (e0, e1);
+        for (j, slot) in cc.iter_mut().enumerate() {
+            let (i0, i1) = (r0 / g.strides[j], r1 / g.strides[j]);
+            (r0, r1) = (r0 % g.strides[j], r1 % g.strides[j]);
+            let c = i0 / g.chunk[j];
+            if i1 / g.chunk[j] != c {
+                return Ok(None);
+            }
+            *slot = c;
+            chk0 += (i0 - c * g.chunk[j]) * g.cstrides[j];
+            chk1 += (i1 - c * g.chunk[j]) * g.cstrides[j];
+        }
+        // Within one chunk, image order and chunk order agree, so the chunk elements between
+        // the two ends are exactly as many as the image elements only if none lies outside
+        // the chunk: then the run is contiguous in both.
+        if chk1 - chk0 != e1 - e0 {
+            return Ok(None);
+        }
+        let Some(data) = self.fetch(&cc)? else {
+            return Ok(None);
+        };
+        let start = chk0 * self.es + (offset - e0 * self.es);
+        match usize::try_from(start) {
+            Ok(s) if (s as u64).saturating_add(len) <= data.len() as u64 => Ok(Some((data, s))),
+            _ => Err(Error::corrupt(
+                "chunk",
+                self.id,
+                format!("decoded chunk {cc:?} holds {} bytes", data.len()),
+            )),
+        }
+    }
+
     /// The decoded chunk at merged chunk coordinates `cc`, through the cache; `None` when the
     /// chunk was never written.
     fn fetch(&self, cc: &[u64]) -> Result<Option<Arc<[u8]>>> {
@@ -734,8 +782,71 @@ mod tests {
             let len = f.expect.len() as u64;
             for (off, n) in ranges {
                 check_range(&f, off % (len + 2), n);
+                check_shared(&f, off % (len + 2), n as u64);
             }
         }
+    }
+
+    /// A shared answer, when given, holds exactly the expected bytes.
+    fn check_shared(f: &Fixture, off: u64, n: u64) -> bool {
+        match f.reader.read_shared(off, n).unwrap() {
+            Some((data, s)) => {
+                let want = &f.expect[off as usize..(off + n) as usize];
+                assert_eq!(&data[s..s + n as usize], want, "shared bytes at {off}+{n}");
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[test]
+    fn shared_answers_only_for_one_run_of_one_written_chunk() {
+        // Chunks of whole rows merge into one dimension: any range inside a chunk is a run.
+        let spec = Spec {
+            dims: &[8, 6],
+            chunk: &[2, 6],
+            es: 2,
+            fill: None,
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 1 << 20,
+        };
+        let f = fixture(spec, |cc| cc[0] != 3);
+        assert!(check_shared(&f, 0, 24));
+        assert!(check_shared(&f, 25, 20));
+        assert!(!check_shared(&f, 20, 8), "crosses chunks");
+        assert!(!check_shared(&f, 72, 4), "never written");
+        assert!(!check_shared(&f, 90, 8), "past the end");
+        assert!(!check_shared(&f, 0, 0));
+        // Chunks of half rows: runs end at each chunk row.
+        let spec = Spec {
+            dims: &[6, 6],
+            chunk: &[2, 3],
+            es: 4,
+            fill: None,
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 1 << 20,
+        };
+        let f = fixture(spec, |_| true);
+        assert!(check_shared(&f, 13, 11));
+        assert!(!check_shared(&f, 8, 8), "crosses chunks");
+        assert!(
+            !check_shared(&f, 8, 20),
+            "both ends in one chunk, but the row between them leaves it"
+        );
+        // Unfiltered chunks with long rows are read from the file, not the cache.
+        let spec = Spec {
+            dims: &[4, 8192],
+            chunk: &[1, 8192],
+            es: 4,
+            fill: None,
+            flags: 0,
+            filters: FilterPipeline::default(),
+            cache: 1 << 20,
+        };
+        let f = fixture(spec, |_| true);
+        assert!(!check_shared(&f, 0, 4096));
     }
 
     #[test]

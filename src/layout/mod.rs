@@ -184,6 +184,19 @@ impl DataReader {
         }?;
         Ok(n)
     }
+
+    /// The cached decoded chunk holding bytes `offset..offset + len` of the image as one
+    /// contiguous run, and the run's start in it; `None` when the range is not such a run
+    /// (other layouts, ranges crossing chunks or rows, chunks never written) or not wholly
+    /// inside the image. A read can answer from it without copying.
+    pub fn read_shared(&self, offset: u64, len: u64) -> Result<Option<(Arc<[u8]>, usize)>> {
+        match &self.kind {
+            Kind::Chunked(r) if offset.checked_add(len).is_some_and(|e| e <= self.len) => {
+                r.shared_run(offset, len)
+            }
+            _ => Ok(None),
+        }
+    }
 }
 
 thread_local! {

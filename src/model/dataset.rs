@@ -1,6 +1,8 @@
 //! Datasets: the description (type, shape, layout, filters, fill) gathered from the object
 //! header, and byte-range reads through the layout engine.
 
+use std::sync::Arc;
+
 use super::file::File;
 use super::ObjectId;
 use crate::error::{Error, ErrorClass, Result};
@@ -76,6 +78,16 @@ impl Dataset {
     /// The whole byte image (for tests and tools; a mount never needs it).
     pub fn read_all(&self) -> Result<Vec<u8>> {
         crate::io::read_fully(self.len, "dataset image", |off, buf| self.read_at(off, buf))
+    }
+
+    /// The cached decoded chunk holding bytes `offset..offset + len` of the image as one
+    /// contiguous run, and the run's start in it (see [`DataReader::read_shared`]); `None`
+    /// when the bytes must be assembled by [`Dataset::read_at`].
+    pub fn read_shared(&self, offset: u64, len: u64) -> Result<Option<(Arc<[u8]>, usize)>> {
+        match &self.reader {
+            ReaderState::Ready(r) => r.read_shared(offset, len),
+            _ => Ok(None),
+        }
     }
 
     /// Read bytes at `offset` of the byte image; returns the number of bytes written, short
