@@ -77,6 +77,20 @@ fn level(verbose: u8) -> log::LevelFilter {
     }
 }
 
+/// fuser's modules whose warnings come from its unmount-on-drop, which fails with EINVAL
+/// after every `fusermount3 -u` or `umount` (the filesystem is already gone): below debug
+/// level those are noise, so only their errors are kept.
+const UNMOUNT_NOISE: [&str; 2] = ["fuser::session", "fuser::mnt"];
+
+/// The level a record of `target` must reach to be logged at `level`.
+fn threshold(target: &str, level: log::LevelFilter) -> log::LevelFilter {
+    if level < log::LevelFilter::Debug && UNMOUNT_NOISE.iter().any(|t| target.starts_with(t)) {
+        log::LevelFilter::Error
+    } else {
+        level
+    }
+}
+
 /// Log records sent as RFC 3164 datagrams (facility daemon) to a syslog socket.
 struct Syslog {
     sock: UnixDatagram,
@@ -114,7 +128,7 @@ impl Syslog {
 
 impl log::Log for Syslog {
     fn enabled(&self, metadata: &log::Metadata) -> bool {
-        metadata.level() <= self.level
+        metadata.level() <= threshold(metadata.target(), self.level)
     }
 
     fn log(&self, record: &log::Record) {
@@ -143,8 +157,12 @@ fn init_syslog(path: &Path, verbose: u8) {
 
 /// Log to stderr (foreground) and/or append to `log_file`. `RUST_LOG` overrides `-v`.
 fn init_logging(verbose: u8, log_file: Option<&std::path::Path>) {
-    let level = level(verbose).to_string().to_lowercase();
-    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));
+    let level = level(verbose);
+    let mut filter = level.to_string().to_lowercase();
+    for t in UNMOUNT_NOISE {
+        filter += &format!(",{t}={}", threshold(t, level).to_string().to_lowercase());
+    }
+    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(filter));
     if let Some(path) = log_file {
         match std::fs::OpenOptions::new()
             .create(true)
@@ -181,11 +199,26 @@ mod tests {
             .level(log::Level::Debug)
             .build();
         log::Log::log(&s, &debug);
+        let unmount = log::Record::builder()
+            .args(format_args!(
+                "Failed to umount filesystem: Invalid argument"
+            ))
+            .level(log::Level::Warn)
+            .target("fuser::session")
+            .build();
+        log::Log::log(&s, &unmount);
         let mut buf = [0u8; 256];
         let n = server.recv(&mut buf).unwrap();
         let want = format!("<28>h5mount[{}]: mounted 42", std::process::id());
         assert_eq!(std::str::from_utf8(&buf[..n]).unwrap(), want);
         server.set_nonblocking(true).unwrap();
-        assert!(server.recv(&mut buf).is_err(), "debug line filtered out");
+        assert!(
+            server.recv(&mut buf).is_err(),
+            "debug line and fuser's unmount warning filtered out"
+        );
+        assert_eq!(
+            threshold("fuser::session", log::LevelFilter::Debug),
+            log::LevelFilter::Debug
+        );
     }
 }
