@@ -16,7 +16,9 @@
 //! - the bdi's `read_ahead_kb` is what the statistics say the daemon set;
 //! - `mmap` read in order: bytes equal, requests larger than the default 128 KiB;
 //! - a compressed dataset of another file reached through an external link is decoded into
-//!   the mount's one chunk cache (its misses are counted there).
+//!   the mount's one chunk cache (its misses are counted there);
+//! - a root-group HDF5 attribute named `h5mount.stats` (`fixtures/perf/`, `make_rootattr.py`)
+//!   is listed, but `getxattr` of that name answers the statistics.
 
 mod harness;
 
@@ -314,5 +316,21 @@ fn external_file_datasets_share_the_mount_cache() {
             "{form}: {last:?}"
         );
         assert!(last["cache_hits"] > after["cache_hits"], "{form}: {last:?}");
+    }
+}
+
+#[test]
+fn stats_win_over_a_root_attribute_of_the_same_name() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/perf");
+    for form in ["earliest", "latest"] {
+        let m = Mount::background(&dir.join(format!("rootattr_{form}.h5")), &[]);
+        let value = harness::getxattr(m.path(), STATS).unwrap();
+        let text = String::from_utf8(value).unwrap();
+        assert!(text.starts_with("read_requests "), "{form}: {text:?}");
+        // The HDF5 attribute stays listed (its value is hidden), beside the others.
+        let names = harness::listxattr(m.path()).unwrap();
+        assert!(names.iter().any(|n| n == STATS), "{form}: {names:?}");
+        assert!(names.iter().any(|n| n == "user.units"), "{form}: {names:?}");
+        assert!(harness::getxattr(m.path(), "user.units").is_ok());
     }
 }
