@@ -238,6 +238,7 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         Err(e) => return fail(format!("mount on {}: {e}", mountpoint.display())),
     };
     let mut unmounter = mounted.unmounter();
+    let core = mounted.fs();
     if let Some(period) = cfg.refresh {
         let fs = mounted.fs();
         let notifier = mounted.notifier();
@@ -297,7 +298,7 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         match ev {
             Event::Ready => {
                 ready = true;
-                raise_readahead(&mountpoint);
+                core.stats().set_readahead_kb(raise_readahead(&mountpoint));
                 log::info!("{} mounted on {}", cfg.file.display(), mountpoint.display());
                 if cfg.daemon_child {
                     report("ready");
@@ -398,19 +399,26 @@ fn wait_ready(mountpoint: &Path, old_dev: u64) -> Event {
 /// Kernel readahead for the mount, in KiB: the kernel offers FUSE only 128 KiB, so buffered
 /// sequential reads arrive in 128 KiB requests; at 1 MiB they match the largest request we
 /// accept and decode whole chunks in fewer, larger calls.
-const READAHEAD_KB: &str = "1024";
+const READAHEAD_KB: u64 = 1024;
 
 /// Raise the readahead of the mount's backing device (needs root; otherwise left as is).
-fn raise_readahead(mountpoint: &Path) {
+/// Returns the value set, or 0 (shown as `readahead_kb` in the mount's statistics).
+fn raise_readahead(mountpoint: &Path) -> u64 {
     let Ok(meta) = std::fs::metadata(mountpoint) else {
-        return;
+        return 0;
     };
     let dev = meta.dev();
     let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
     let knob = format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb");
-    match std::fs::write(&knob, READAHEAD_KB) {
-        Ok(()) => log::debug!("{knob} = {READAHEAD_KB}"),
-        Err(e) => log::debug!("cannot raise readahead ({knob}: {e})"),
+    match std::fs::write(&knob, READAHEAD_KB.to_string()) {
+        Ok(()) => {
+            log::debug!("{knob} = {READAHEAD_KB}");
+            READAHEAD_KB
+        }
+        Err(e) => {
+            log::debug!("cannot raise readahead ({knob}: {e})");
+            0
+        }
     }
 }
 

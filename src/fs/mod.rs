@@ -22,6 +22,7 @@ pub mod inode;
 pub mod prefetch;
 pub mod read;
 pub mod refresh;
+pub mod stats;
 pub mod views;
 pub mod xattr;
 
@@ -86,6 +87,8 @@ pub struct H5Fs {
     /// Open-file streams and the decode-ahead workers.
     prefetch: prefetch::Prefetcher,
     views: views::Views,
+    /// Request counters, served as [`stats::STATS_XATTR`].
+    stats: stats::Stats,
 }
 
 /// Debug builds only: a read of the object at the HDF5 path named by this environment
@@ -117,6 +120,7 @@ impl H5Fs {
             wakeup: refresh::Wakeup::default(),
             logged: Mutex::new(HashSet::new()),
             views,
+            stats: stats::Stats::default(),
         }
     }
 
@@ -454,7 +458,10 @@ impl H5Fs {
         size: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<read::Answer> {
-        self.retry_after_refresh(|| self.read_handle_once(ino, fh, offset, size, out))
+        let r = self.retry_after_refresh(|| self.read_handle_once(ino, fh, offset, size, out));
+        let answered = r.as_ref().map_or(0, |a| a.bytes(out).len());
+        self.stats.on_read(size, answered);
+        r
     }
 
     fn read_handle_once(
@@ -554,7 +561,8 @@ impl H5Fs {
         Ok(out)
     }
 
-    /// `getxattr`: the value of `name` (size query when `size` is 0).
+    /// `getxattr`: the value of `name` (size query when `size` is 0); on the root,
+    /// [`stats::STATS_XATTR`] is the mount's statistics, whatever the root group holds.
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
         if views::is_sidecar(ino) {
             return Err(FsError::Errno(libc::ENODATA));
@@ -567,6 +575,13 @@ impl H5Fs {
         if !name.starts_with(xattr::USER) {
             return Err(nodata);
         }
+        if ino == ROOT_INO && name == stats::STATS_XATTR {
+            // Fits in u32: a few hundred bytes.
+            if size == 0 {
+                return Ok(XattrReply::Size(stats::max_text_len() as u32));
+            }
+            return xattr::reply(self.stats_text().into_bytes(), size);
+        }
         let value = self
             .xattrs(&node)?
             .into_iter()
@@ -574,6 +589,19 @@ impl H5Fs {
             .ok_or(nodata)?
             .1;
         xattr::reply(value, size)
+    }
+
+    /// The mount's counters (see [`stats`]); the daemon records its readahead here.
+    pub fn stats(&self) -> &stats::Stats {
+        &self.stats
+    }
+
+    /// The text of [`stats::STATS_XATTR`]: this mount's counters now.
+    pub fn stats_text(&self) -> String {
+        let cache = self.files.main().chunk_cache().clone();
+        self.stats
+            .snapshot(cache.stats(), cache.capacity(), self.prefetch.stats())
+            .render()
     }
 
     /// `listxattr`: the NUL-separated names (size query when `size` is 0).

@@ -29,6 +29,10 @@
 //! Only filtered chunked datasets are prefetched: unfiltered ones cost one `pread` of the HDF5
 //! file, which the kernel's own readahead already serves. The job queue is bounded; when it is
 //! full, prefetch work is dropped (it is only a hint).
+//!
+//! Counters ([`PrefetchStats`], relaxed atomics shown in the mount's statistics, see
+//! [`super::stats`]): pieces queued, pieces dropped on a full queue, and image bytes the
+//! workers went through (decoded, or found already in the cache).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -199,10 +203,29 @@ thread_local! {
     static SINK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// A snapshot of the prefetch counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefetchStats {
+    /// Pieces queued for the workers.
+    pub jobs: u64,
+    /// Pieces not queued because the queue was full.
+    pub dropped: u64,
+    /// Image bytes the workers read (into the cache).
+    pub bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    jobs: AtomicU64,
+    dropped: AtomicU64,
+    bytes: AtomicU64,
+}
+
 /// Per-handle streams and the worker pool.
 #[derive(Debug)]
 pub struct Prefetcher {
     pool: Pool,
+    counters: Arc<Counters>,
     streams: Mutex<HashMap<u64, Stream>>,
     next_fh: AtomicU64,
     /// Read-ahead budget per stream: a quarter of the chunk cache, at most [`MAX_WINDOW`].
@@ -215,6 +238,7 @@ impl Prefetcher {
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
         Prefetcher {
             pool: Pool::new(workers),
+            counters: Arc::default(),
             streams: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             budget: (cache_bytes / 4).min(MAX_WINDOW),
@@ -240,6 +264,16 @@ impl Prefetcher {
         lock(&self.streams).remove(&fh);
     }
 
+    /// The counters now.
+    pub fn stats(&self) -> PrefetchStats {
+        let c = &self.counters;
+        PrefetchStats {
+            jobs: c.jobs.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+        }
+    }
+
     /// Note a read of `size` bytes at `offset` through handle `fh` of `ds`, queueing any
     /// read-ahead it calls for.
     pub fn on_read(&self, fh: u64, ds: &Arc<Dataset>, offset: u64, size: u64) {
@@ -247,8 +281,10 @@ impl Prefetcher {
             Some(s) => s.on_read(offset, size),
             None => return,
         };
-        for (off, n) in pieces {
+        let total = pieces.len() as u64;
+        for (queued, (off, n)) in pieces.into_iter().enumerate() {
             let ds = ds.clone();
+            let counters = self.counters.clone();
             let job: Job = Box::new(move || {
                 SINK.with(|s| {
                     let mut s = s.borrow_mut();
@@ -266,11 +302,15 @@ impl Prefetcher {
                             _ => break,
                         }
                     }
+                    counters.bytes.fetch_add(done, Ordering::Relaxed);
                 });
             });
             if !self.pool.submit(job) {
+                let dropped = total - queued as u64;
+                self.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
                 break;
             }
+            self.counters.jobs.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

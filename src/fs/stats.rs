@@ -1,0 +1,204 @@
+//! Mount-wide counters, served as the text of the xattr [`STATS_XATTR`] on the mount root.
+//!
+//! Mechanism. The read path bumps a few relaxed atomics per request ([`Stats::on_read`]):
+//! requests, bytes answered and the largest size the kernel asked for, which shows whether
+//! the kernel really sends the large requests asked for at `init` (see [`super::fuse`]). The
+//! daemon records the `read_ahead_kb` it set on the mount's bdi ([`Stats::set_readahead_kb`]).
+//! Nothing else is kept here: the chunk-cache counters are read from the cache itself
+//! ([`crate::cache::CacheStats`]) and the prefetch counters from the prefetcher
+//! ([`super::prefetch::PrefetchStats`]) when the text is asked for, so a `getxattr` costs
+//! one cache lock and no request pays for the report.
+//!
+//! The text is `key value` lines with fixed keys in a fixed order ([`Snapshot::render`]),
+//! for `getfattr -n user.h5mount.stats --only-values MOUNT`. The name is not listed by
+//! `listxattr` (so `getfattr -d` shows only the root group's HDF5 attributes); a root-group
+//! attribute literally named `h5mount.stats` is listed but its value is hidden by ours.
+//!
+//! The chunk cache is shared by the mounted file and every file reached through external
+//! links ([`super::files`]), so its counters cover them all. A re-read of the file
+//! ([`super::refresh`]) opens a new cache: from then on the cache counters are the new
+//! cache's, starting from zero, while the request and prefetch counters run on.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::cache::CacheStats;
+
+use super::prefetch::PrefetchStats;
+
+/// The xattr name of the statistics text (on the root directory only).
+pub const STATS_XATTR: &str = "user.h5mount.stats";
+
+/// The keys of the text, in order.
+pub const KEYS: [&str; 13] = [
+    "read_requests",
+    "read_bytes",
+    "read_max_request",
+    "cache_hits",
+    "cache_misses",
+    "cache_evictions",
+    "cache_entries",
+    "cache_bytes",
+    "cache_capacity",
+    "prefetch_jobs",
+    "prefetch_dropped",
+    "prefetch_bytes",
+    "readahead_kb",
+];
+
+/// The longest the text can be (every value of 20 digits). A size query (`getxattr` with
+/// no buffer) is answered this, not the current length: the counters may grow between the
+/// query and the read, and a buffer sized for the old text would fail with `ERANGE`.
+pub fn max_text_len() -> usize {
+    KEYS.iter().map(|k| k.len() + " \n".len() + 20).sum()
+}
+
+/// Counters kept by the filesystem itself.
+#[derive(Debug, Default)]
+pub struct Stats {
+    read_requests: AtomicU64,
+    read_bytes: AtomicU64,
+    read_max_request: AtomicU64,
+    readahead_kb: AtomicU64,
+}
+
+impl Stats {
+    /// Count a read request of `size` bytes that answered `answered` bytes.
+    pub fn on_read(&self, size: u32, answered: usize) {
+        self.read_requests.fetch_add(1, Ordering::Relaxed);
+        self.read_bytes
+            .fetch_add(answered as u64, Ordering::Relaxed);
+        self.read_max_request
+            .fetch_max(u64::from(size), Ordering::Relaxed);
+    }
+
+    /// Record the readahead the daemon set on the mount (0: it could not).
+    pub fn set_readahead_kb(&self, kb: u64) {
+        self.readahead_kb.store(kb, Ordering::Relaxed);
+    }
+
+    /// The counters now, with the cache's and the prefetcher's.
+    pub fn snapshot(
+        &self,
+        cache: CacheStats,
+        cache_capacity: u64,
+        prefetch: PrefetchStats,
+    ) -> Snapshot {
+        Snapshot {
+            read_requests: self.read_requests.load(Ordering::Relaxed),
+            read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            read_max_request: self.read_max_request.load(Ordering::Relaxed),
+            cache,
+            cache_capacity,
+            prefetch,
+            readahead_kb: self.readahead_kb.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// One reading of every counter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Read requests served (datasets and sidecar views).
+    pub read_requests: u64,
+    /// Bytes answered to them.
+    pub read_bytes: u64,
+    /// Largest size the kernel asked for in one request.
+    pub read_max_request: u64,
+    pub cache: CacheStats,
+    pub cache_capacity: u64,
+    pub prefetch: PrefetchStats,
+    /// What the daemon set the mount's `read_ahead_kb` to; 0 if it could not.
+    pub readahead_kb: u64,
+}
+
+impl Snapshot {
+    /// `key value` lines, one per counter, in a fixed order.
+    pub fn render(&self) -> String {
+        let values = [
+            self.read_requests,
+            self.read_bytes,
+            self.read_max_request,
+            self.cache.hits,
+            self.cache.misses,
+            self.cache.evictions,
+            self.cache.entries,
+            self.cache.bytes,
+            self.cache_capacity,
+            self.prefetch.jobs,
+            self.prefetch.dropped,
+            self.prefetch.bytes,
+            self.readahead_kb,
+        ];
+        let mut out = String::new();
+        for (k, v) in KEYS.iter().zip(values) {
+            // Writing to a String cannot fail.
+            let _ = writeln!(out, "{k} {v}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_renders() {
+        let s = Stats::default();
+        s.on_read(4096, 4096);
+        s.on_read(1 << 20, 1000);
+        s.on_read(8192, 0);
+        s.set_readahead_kb(1024);
+        let cache = CacheStats {
+            hits: 5,
+            misses: 2,
+            evictions: 1,
+            bytes: 300,
+            entries: 1,
+        };
+        let pf = PrefetchStats {
+            jobs: 3,
+            dropped: 0,
+            bytes: 77,
+        };
+        let text = s.snapshot(cache, 1 << 30, pf).render();
+        let full = Stats::default();
+        full.on_read(u32::MAX, usize::MAX);
+        full.on_read(u32::MAX, usize::MAX);
+        full.set_readahead_kb(u64::MAX);
+        let max = CacheStats {
+            hits: u64::MAX,
+            misses: u64::MAX,
+            evictions: u64::MAX,
+            bytes: u64::MAX,
+            entries: u64::MAX,
+        };
+        let pmax = PrefetchStats {
+            jobs: u64::MAX,
+            dropped: u64::MAX,
+            bytes: u64::MAX,
+        };
+        let long = full.snapshot(max, u64::MAX, pmax).render();
+        assert!(long.len() <= max_text_len() && long.len() > 13 * 20);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "read_requests 3",
+                "read_bytes 5096",
+                "read_max_request 1048576",
+                "cache_hits 5",
+                "cache_misses 2",
+                "cache_evictions 1",
+                "cache_entries 1",
+                "cache_bytes 300",
+                "cache_capacity 1073741824",
+                "prefetch_jobs 3",
+                "prefetch_dropped 0",
+                "prefetch_bytes 77",
+                "readahead_kb 1024",
+            ]
+        );
+    }
+}
