@@ -40,6 +40,11 @@ use super::{fill_pattern, LayoutParams};
 /// key and in the library); a larger declared chunk is a corrupt or hostile file.
 pub const MAX_CHUNK_BYTES: u64 = u32::MAX as u64;
 
+/// Chunks are decoded whole into a buffer of their full size, which may be no larger than
+/// the chunk cache, or this when the cache is smaller: a file cannot make a read allocate
+/// more (HDF5 allows chunks of nearly 4 GiB).
+pub const MIN_CHUNK_LIMIT: u64 = 64 << 20;
+
 /// Dataset and chunk shapes, with trailing dimensions merged where a chunk spans them whole.
 #[derive(Clone, Debug)]
 struct Geometry {
@@ -332,6 +337,19 @@ impl Chunked {
         };
         let n = self.chunk_bytes;
         let full = n as u64;
+        // The decode buffer is allocated whole before the chunk's bytes are even read: a
+        // file may declare chunks of up to 4 GiB, even for a dataset of a few elements.
+        let limit = self.cache.capacity().max(MIN_CHUNK_LIMIT);
+        if full > limit {
+            return Err(Error::limit(
+                "chunk",
+                rec.addr,
+                format!(
+                    "a decoded chunk of {full} bytes exceeds the {limit}-byte limit (the chunk \
+                     cache size, at least {MIN_CHUNK_LIMIT}); a larger cache size allows it"
+                ),
+            ));
+        }
         let extra = if raw {
             0
         } else {
@@ -797,6 +815,61 @@ mod tests {
             }
             None => false,
         }
+    }
+
+    #[test]
+    fn chunks_larger_than_the_cache_and_the_floor_are_refused_before_allocating() {
+        // 2^23 x 4 four-byte elements: 128 MiB per deflated chunk, for a dataset of 8
+        // elements, whose stored bytes are 64.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.bin");
+        std::fs::write(&path, [0u8; 64]).unwrap();
+        let open = |cache: u64| {
+            let params = LayoutParams {
+                storage: Storage::open(&path).unwrap(),
+                sizes: Sizes::DEFAULT,
+                layout: Layout {
+                    version: 3,
+                    class: LayoutClass::Chunked(ChunkedLayout {
+                        flags: 0,
+                        chunk_dims: vec![1 << 23, 4],
+                        element_size: 4,
+                        index: ChunkIndexSpec::BtreeV1 { addr: 0 },
+                    }),
+                    legacy_dims: None,
+                },
+                dims: vec![2, 4],
+                max_dims: vec![u64::MAX, 4],
+                npoints: 8,
+                element_size: 4,
+                fill: None,
+                filters: FilterPipeline {
+                    filters: vec![FilterSpec {
+                        id: 1,
+                        flags: 0,
+                        name: None,
+                        client_data: vec![4],
+                    }],
+                },
+                external: None,
+                cache: Arc::new(ChunkCache::new(cache)),
+                cache_id: 1,
+            };
+            let rec = ChunkRecord {
+                addr: 0,
+                size: 64,
+                filter_mask: 0,
+            };
+            let map = HashMap::from([(vec![0, 0], rec)]);
+            DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap()
+        };
+        let mut buf = [0u8; 32];
+        let e = open(4 << 20).read_at(0, &mut buf).unwrap_err();
+        assert!(e.to_string().contains("exceeds"), "{e}");
+        assert!(open(4 << 20).read_shared(0, 16).is_err());
+        // A cache that large allows it; the stored bytes then fail to inflate.
+        let e = open(128 << 20).read_at(0, &mut buf).unwrap_err();
+        assert!(!e.to_string().contains("exceeds"), "{e}");
     }
 
     #[test]
