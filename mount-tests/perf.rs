@@ -113,6 +113,7 @@ fn stats_xattr_is_served_on_the_root_only_and_not_listed() {
         "prefetch_dropped",
         "prefetch_bytes",
         "readahead_kb",
+        "refreshes",
     ];
     for k in keys {
         assert!(s.contains_key(k), "missing {k}: {s:?}");
@@ -316,6 +317,76 @@ fn external_file_datasets_share_the_mount_cache() {
             "{form}: {last:?}"
         );
         assert!(last["cache_hits"] > after["cache_hits"], "{form}: {last:?}");
+    }
+}
+
+#[test]
+fn after_a_refresh_one_cache_serves_the_new_state_and_the_external_files() {
+    for form in ["earliest", "latest"] {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir(tmp.path().join("sub")).unwrap();
+        for name in [
+            format!("main_{form}.h5"),
+            format!("sub/a_{form}.h5"),
+            format!("sub/b_{form}.h5"),
+        ] {
+            fs::copy(extlinks().join(&name), tmp.path().join(&name)).unwrap();
+        }
+        let main = tmp.path().join(format!("main_{form}.h5"));
+        let m = Mount::background(&main, &["--refresh", "1"]);
+        let bytes = cat(&m.at("/ext_ds"));
+        let first = stats(&m);
+        assert_eq!(first["cache_entries"], 10, "{form}: {first:?}");
+        // A new modification time is a change: the file is read again and served anew.
+        fs::File::options()
+            .write(true)
+            .open(&main)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+            .unwrap();
+        assert!(
+            harness::wait_for(|| stats(&m)["refreshes"] >= 1),
+            "{form}: no refresh: {:?}",
+            stats(&m)
+        );
+        // The external file's chunks are still in the one cache the new state uses (with
+        // a cache of the new state's own, these hits would not show here).
+        let f = fs::File::open(m.at("/ext_ds")).unwrap();
+        posix_fadvise(&f, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).unwrap();
+        let mut again = vec![0u8; bytes.len()];
+        f.read_exact_at(&mut again, 0).unwrap();
+        assert_eq!(again, bytes);
+        let last = stats(&m);
+        assert_eq!(last["cache_capacity"], first["cache_capacity"]);
+        assert!(
+            last["cache_misses"] >= first["cache_misses"],
+            "{form}: {last:?}"
+        );
+        assert!(
+            delta(&first, &last, "cache_hits") >= 10,
+            "{form}: {first:?} -> {last:?}"
+        );
+    }
+}
+
+#[test]
+fn virtual_dataset_sources_decode_into_the_mount_cache() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/vds");
+    let text = fs::read_to_string(dir.join("expected.json")).unwrap();
+    let want: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for form in ["earliest", "latest"] {
+        let name = format!("vds_{form}.h5");
+        let m = Mount::background(&dir.join(&name), &[]);
+        let before = stats(&m);
+        // Its source is `chunked` in src3_F.h5: 6 x 10 int32 in chunks of 4 x 4.
+        let bytes = cat(&m.at("/blocks"));
+        let w = &want[format!("{name}:/blocks")];
+        assert_eq!(sha256(&bytes), w["sha256"].as_str().unwrap(), "{form}");
+        let after = stats(&m);
+        assert!(
+            delta(&before, &after, "cache_misses") > 0,
+            "{form}: source chunks decoded outside the mount's cache: {after:?}"
+        );
     }
 }
 

@@ -25,8 +25,14 @@ use lru::LruCache;
 
 use crate::error::{Error, Result};
 
-/// Cache key: (dataset id, linear chunk number).
-pub type CacheKey = (u64, u64);
+/// Cache key: (file id from [`ChunkCache::new_file_id`] in the high 64 bits and the
+/// dataset's object header address in the low ones, linear chunk number).
+pub type CacheKey = (u128, u64);
+
+/// The first half of a [`CacheKey`]: dataset `id` of the file `file` of a shared cache.
+pub fn dataset_key(file: u64, id: u64) -> u128 {
+    (u128::from(file) << 64) | u128::from(id)
+}
 
 /// A snapshot of the cache counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,6 +76,8 @@ pub struct ChunkCache {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    /// The last id handed out by [`ChunkCache::new_file_id`].
+    files: AtomicU64,
 }
 
 /// Lock a mutex, ignoring poisoning: every critical section leaves the state consistent
@@ -92,7 +100,15 @@ impl ChunkCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            files: AtomicU64::new(0),
         }
+    }
+
+    /// A key prefix no other file using this cache has had: files sharing the cache (those
+    /// reached through external links, and each re-read of the mounted file) never see each
+    /// other's chunks, and a re-read's chunks never meet the stale ones of the view before.
+    pub fn new_file_id(&self) -> u64 {
+        self.files.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Capacity in bytes.

@@ -185,12 +185,7 @@ impl Files {
                 path.display()
             ))
         } else {
-            match File::open_sharing_cache(
-                &canon,
-                &self.options,
-                main.chunk_cache().clone(),
-                idx as u8,
-            ) {
+            match File::open_sharing_cache(&canon, &self.options, main.chunk_cache().clone()) {
                 Ok(f) => {
                     inner.files.push(f);
                     Ok(idx as FileIdx)

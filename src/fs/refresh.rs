@@ -5,8 +5,9 @@
 //! With refresh, a [`Watcher`] is asked every period whether the file changed: it compares a
 //! [`Stamp`] (device, inode, size, modification and change times) with the one of the state
 //! being served. On a change, [`H5Fs::refresh`] opens a new [`File`] on the same path (fresh
-//! superblock, headers and chunk cache: an unfiltered edge chunk is rewritten in place as rows
-//! are added, so chunks decoded before must not be served again) and checks it against every
+//! superblock and headers, and a new file id in the same chunk cache: an unfiltered edge
+//! chunk is rewritten in place as rows are added, so chunks decoded before must not be served
+//! again; they age out of the cache, whose budget stays one) and checks it against every
 //! object the kernel has been shown: each object of the mounted file still has a readable
 //! header, each dataset still opens, each group whose listing was built still lists, and a
 //! dataset whose size changed reads [`PROBE`] bytes at its new end and at its old end (the
@@ -254,7 +255,11 @@ impl H5Fs {
             cache_bytes: old.chunk_cache().capacity(),
             allow_outside_paths: old.allow_outside_paths(),
         };
-        let new = File::open(old.path(), &options).map_err(|e| e.to_string())?;
+        // The same cache, under a new file id: the old view's chunks are never served for the
+        // new one and age out, and files reached through external links, opened on this
+        // cache, keep sharing the one budget.
+        let new = File::open_sharing_cache(old.path(), &options, old.chunk_cache().clone())
+            .map_err(|e| e.to_string())?;
         if new.root() != old.root() {
             return Err(format!(
                 "root group moved from {:#x} to {:#x} (another file?); not followed",
@@ -287,6 +292,7 @@ impl H5Fs {
             map.clear();
         }
         self.wakeup.swapped();
+        self.stats().on_refresh();
         Ok(self.invalidations(&old, &new, &before))
     }
 

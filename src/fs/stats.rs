@@ -15,9 +15,8 @@
 //! attribute literally named `h5mount.stats` is listed but its value is hidden by ours.
 //!
 //! The chunk cache is shared by the mounted file and every file reached through external
-//! links ([`super::files`]), so its counters cover them all. A re-read of the file
-//! ([`super::refresh`]) opens a new cache: from then on the cache counters are the new
-//! cache's, starting from zero, while the request and prefetch counters run on.
+//! links ([`super::files`]), and by every re-read of the file ([`super::refresh`]), so its
+//! counters cover them all and run on across refreshes.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +29,7 @@ use super::prefetch::PrefetchStats;
 pub const STATS_XATTR: &str = "user.h5mount.stats";
 
 /// The keys of the text, in order.
-pub const KEYS: [&str; 13] = [
+pub const KEYS: [&str; 14] = [
     "read_requests",
     "read_bytes",
     "read_max_request",
@@ -44,6 +43,7 @@ pub const KEYS: [&str; 13] = [
     "prefetch_dropped",
     "prefetch_bytes",
     "readahead_kb",
+    "refreshes",
 ];
 
 /// The longest the text can be (every value of 20 digits). A size query (`getxattr` with
@@ -60,6 +60,7 @@ pub struct Stats {
     read_bytes: AtomicU64,
     read_max_request: AtomicU64,
     readahead_kb: AtomicU64,
+    refreshes: AtomicU64,
 }
 
 impl Stats {
@@ -70,6 +71,11 @@ impl Stats {
             .fetch_add(answered as u64, Ordering::Relaxed);
         self.read_max_request
             .fetch_max(u64::from(size), Ordering::Relaxed);
+    }
+
+    /// Count a new state of the file swapped in by `--refresh`.
+    pub fn on_refresh(&self) {
+        self.refreshes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Record the readahead the daemon set on the mount (0: it could not).
@@ -92,6 +98,7 @@ impl Stats {
             cache_capacity,
             prefetch,
             readahead_kb: self.readahead_kb.load(Ordering::Relaxed),
+            refreshes: self.refreshes.load(Ordering::Relaxed),
         }
     }
 }
@@ -110,6 +117,8 @@ pub struct Snapshot {
     pub prefetch: PrefetchStats,
     /// What the daemon set the mount's `read_ahead_kb` to; 0 if it could not.
     pub readahead_kb: u64,
+    /// New states of the file served since the mount (`--refresh`).
+    pub refreshes: u64,
 }
 
 impl Snapshot {
@@ -129,6 +138,7 @@ impl Snapshot {
             self.prefetch.dropped,
             self.prefetch.bytes,
             self.readahead_kb,
+            self.refreshes,
         ];
         let mut out = String::new();
         for (k, v) in KEYS.iter().zip(values) {
@@ -150,6 +160,7 @@ mod tests {
         s.on_read(1 << 20, 1000);
         s.on_read(8192, 0);
         s.set_readahead_kb(1024);
+        s.on_refresh();
         let cache = CacheStats {
             hits: 5,
             misses: 2,
@@ -167,6 +178,7 @@ mod tests {
         full.on_read(u32::MAX, usize::MAX);
         full.on_read(u32::MAX, usize::MAX);
         full.set_readahead_kb(u64::MAX);
+        full.refreshes.store(u64::MAX, Ordering::Relaxed);
         let max = CacheStats {
             hits: u64::MAX,
             misses: u64::MAX,
@@ -180,7 +192,7 @@ mod tests {
             bytes: u64::MAX,
         };
         let long = full.snapshot(max, u64::MAX, pmax).render();
-        assert!(long.len() <= max_text_len() && long.len() > 13 * 20);
+        assert!(long.len() <= max_text_len() && long.len() > KEYS.len() * 20);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines,
@@ -198,6 +210,7 @@ mod tests {
                 "prefetch_dropped 0",
                 "prefetch_bytes 77",
                 "readahead_kb 1024",
+                "refreshes 1",
             ]
         );
     }

@@ -25,7 +25,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::cache::ChunkCache;
+use crate::cache::{dataset_key, ChunkCache};
 use crate::error::{Error, Result};
 use crate::filters::Pipeline;
 use crate::format::messages::layout::{
@@ -186,6 +186,8 @@ pub(crate) struct Chunked {
     fill: Option<Vec<u8>>,
     cache: Arc<ChunkCache>,
     id: u64,
+    /// The file's id in the cache: the high half of this dataset's cache keys.
+    cache_file: u64,
     dims: Vec<u64>,
     chunk_dims: Vec<u64>,
     geom: Geometry,
@@ -257,6 +259,7 @@ impl Chunked {
             fill: params.fill.clone(),
             cache: params.cache.clone(),
             id,
+            cache_file: params.cache_file,
             dims: params.dims.clone(),
             chunk_dims: layout.chunk_dims.clone(),
             geom: Geometry::new(&params.dims, &layout.chunk_dims),
@@ -507,7 +510,9 @@ impl Chunked {
             .zip(&self.geom.nstrides)
             .fold(0u64, |a, (&c, &n)| a + c * n);
         self.cache
-            .get_or_try_load_shared((self.id, linear), || self.load(cc))
+            .get_or_try_load_shared((dataset_key(self.cache_file, self.id), linear), || {
+                self.load(cc)
+            })
     }
 
     /// Copy region `r` ∩ chunk `cc` (merged coordinates), whose decoded bytes are `chunk`
@@ -745,6 +750,7 @@ mod tests {
             external: None,
             cache: Arc::new(ChunkCache::new(spec.cache)),
             cache_id: 0x800,
+            cache_file: 0,
         };
         let cache = params.cache.clone();
         let reader = DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap();
@@ -854,6 +860,7 @@ mod tests {
                 external: None,
                 cache: Arc::new(ChunkCache::new(cache)),
                 cache_id: 1,
+                cache_file: 0,
             };
             let rec = ChunkRecord {
                 addr: 0,
@@ -1118,6 +1125,7 @@ mod tests {
             external: None,
             cache: Arc::new(ChunkCache::new(0)),
             cache_id: 0x42,
+            cache_file: 0,
         };
         assert!(matches!(
             DataReader::new(mk(vec![2])),

@@ -59,8 +59,10 @@ pub struct LayoutParams {
     pub external: Option<Vec<ExternalSegment>>,
     /// The shared chunk cache.
     pub cache: Arc<ChunkCache>,
-    /// Unique id of the dataset within the cache (its object header address).
+    /// Id of the dataset within its file (its object header address; also named in errors).
     pub cache_id: u64,
+    /// Id of the dataset's file within the cache ([`ChunkCache::new_file_id`]).
+    pub cache_file: u64,
 }
 
 /// Serves byte ranges of one dataset.
@@ -371,6 +373,7 @@ mod tests {
                 external,
                 cache: cache.clone(),
                 cache_id: n as u64,
+                cache_file: 0,
             };
             let reader = match index {
                 Some(i) => DataReader::with_chunk_index(params, i),
@@ -431,6 +434,7 @@ mod tests {
             external: None,
             cache: Arc::new(ChunkCache::new(0)),
             cache_id: 0x1234,
+            cache_file: 0,
         }
     }
 

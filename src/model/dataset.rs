@@ -225,7 +225,8 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             filters: pipeline.clone(),
             external,
             cache: file.chunk_cache().clone(),
-            cache_id: file.cache_id(id),
+            cache_id: id.0,
+            cache_file: file.cache_file(),
         })
     })();
     let mut reader = match reader {

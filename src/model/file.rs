@@ -60,9 +60,9 @@ pub struct File {
     /// [`OpenOptions::allow_outside_paths`].
     pub(super) allow_outside_paths: bool,
     pub(super) chunk_cache: Arc<ChunkCache>,
-    /// Added to object addresses in chunk-cache keys, so files sharing one cache never meet
-    /// ([`File::open_sharing_cache`]).
-    cache_tag: u64,
+    /// This file's id in the chunk cache ([`ChunkCache::new_file_id`]): files sharing one
+    /// cache never meet.
+    cache_file: u64,
     headers: Mutex<LruCache<u64, Arc<ObjectHeader>>>,
     links: Mutex<LruCache<u64, Arc<Vec<Link>>>>,
     datasets: Mutex<LruCache<u64, Arc<Dataset>>>,
@@ -87,18 +87,15 @@ impl File {
     /// Open and parse the superblock and root object header.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Arc<File>> {
         let cache = Arc::new(ChunkCache::new(options.cache_bytes));
-        File::open_sharing_cache(path, options, cache, 0)
+        File::open_sharing_cache(path, options, cache)
     }
 
     /// Open as [`File::open`] does, but decode chunks into `cache`, shared with other files
-    /// (`options.cache_bytes` is not used). Each file sharing a cache needs its own `tag`: it
-    /// is the top byte of this file's cache keys (object addresses are below 2^56, as no
-    /// readable file is larger than 64 PiB).
+    /// (`options.cache_bytes` is not used), under a file id of its own.
     pub fn open_sharing_cache(
         path: &Path,
         options: &OpenOptions,
         cache: Arc<ChunkCache>,
-        tag: u8,
     ) -> Result<Arc<File>> {
         let raw = Storage::open(path).map_err(|source| Error::Io {
             what: "HDF5 file",
@@ -113,8 +110,8 @@ impl File {
             superblock,
             path: path.to_path_buf(),
             allow_outside_paths: options.allow_outside_paths,
+            cache_file: cache.new_file_id(),
             chunk_cache: cache,
-            cache_tag: u64::from(tag) << 56,
             headers: Mutex::new(LruCache::new(cap(HEADER_CACHE_ENTRIES))),
             links: Mutex::new(LruCache::new(cap(LINKS_CACHE_ENTRIES))),
             datasets: Mutex::new(LruCache::new(cap(DATASET_CACHE_ENTRIES))),
@@ -141,10 +138,9 @@ impl File {
         &self.superblock
     }
 
-    /// The chunk-cache key of the dataset `id` of this file (see
-    /// [`File::open_sharing_cache`]).
-    pub fn cache_id(&self, id: ObjectId) -> u64 {
-        id.0.wrapping_add(self.cache_tag)
+    /// This file's id in its chunk cache (see [`File::open_sharing_cache`]).
+    pub fn cache_file(&self) -> u64 {
+        self.cache_file
     }
 
     /// Widths of addresses and lengths.

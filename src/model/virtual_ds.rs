@@ -28,7 +28,9 @@
 //! refuses the read (unsupported) rather than serve bytes of another type.
 //!
 //! Sources in the same file are opened through the same [`File`] when the VDS is opened;
-//! sources in other files are opened on first read, relative to the VDS file's directory.
+//! sources in other files are opened on first read, relative to the VDS file's directory,
+//! and decode into the VDS file's chunk cache (each under its own file id), so the mount's
+//! cache size bounds them all.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -37,6 +39,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::file::{File, OpenOptions};
 use super::Dataset;
+use crate::cache::ChunkCache;
 use crate::error::{Error, ErrorClass, Result};
 use crate::format::global_heap::GlobalHeapCollection;
 use crate::format::messages::datatype::Datatype;
@@ -56,8 +59,6 @@ const MAX_PRINTF_SOURCES: u64 = 1 << 16;
 const GATHER_SLACK: u64 = 4;
 /// ...and at most this many bytes.
 const MAX_GATHER_BYTES: u64 = 16 << 20;
-/// Chunk cache of each source file opened for a VDS (the main file has its own).
-const SOURCE_CACHE_BYTES: u64 = 32 << 20;
 
 thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
@@ -117,6 +118,9 @@ pub struct VirtualReader {
     subs: Vec<Sub>,
     /// Source files by path (`None`: missing), opened on first use.
     files: Mutex<HashMap<PathBuf, Option<Arc<File>>>>,
+    /// The VDS file's chunk cache, which source files share (each under its own file id):
+    /// however many sources are read, decoded chunks stay within the one budget.
+    cache: Arc<ChunkCache>,
 }
 
 impl std::fmt::Debug for VirtualReader {
@@ -207,6 +211,7 @@ impl VirtualReader {
             allow_outside_paths: file.allow_outside_paths,
             subs: Vec::new(),
             files: Mutex::new(HashMap::new()),
+            cache: file.chunk_cache().clone(),
         };
         // Virtual selections with their sources, before the extent is known.
         let mut pending: Vec<(Vec<Dim>, &VdsMapping, Source)> = Vec::new();
@@ -380,10 +385,10 @@ impl VirtualReader {
         }
         let f = if Path::new(&path).exists() {
             let opts = OpenOptions {
-                cache_bytes: SOURCE_CACHE_BYTES,
+                cache_bytes: self.cache.capacity(),
                 allow_outside_paths: self.allow_outside_paths,
             };
-            Some(File::open(&path, &opts)?)
+            Some(File::open_sharing_cache(&path, &opts, self.cache.clone())?)
         } else {
             if !quiet {
                 log::warn!(

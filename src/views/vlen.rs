@@ -91,7 +91,8 @@ impl RawVlen {
             filters: pipeline,
             external,
             cache: file.chunk_cache().clone(),
-            cache_id: file.cache_id(ds.id),
+            cache_id: ds.id.0,
+            cache_file: file.cache_file(),
         })?;
         Ok(RawVlen {
             reader,
