@@ -53,6 +53,34 @@ fn foreground_sigterm_and_sigint_exit_0() {
 }
 
 #[test]
+fn the_daemon_raises_its_open_file_limit_to_the_hard_one() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    if hard <= 1024 {
+        eprintln!("skipped: the hard limit on open files is {hard}, nothing to raise to");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file = harness::empty_h5(tmp.path());
+    // The daemon inherits a soft limit below the hard one (other tests' daemons started
+    // meanwhile inherit it too, and raise it as well).
+    setrlimit(Resource::RLIMIT_NOFILE, 1024, hard).unwrap();
+    let m = Mount::foreground(&file, &[]);
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    let pid = m.pid().expect("daemon process");
+    let limits = fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("open files line");
+    let nums: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(nums, vec![hard, hard], "{line}");
+}
+
+#[test]
 fn fusermount_and_umount_end_the_daemon_cleanly() {
     let tmp = tempfile::tempdir().unwrap();
     let file = harness::empty_h5(tmp.path());

@@ -210,6 +210,7 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         // the mount still works, only attached to the parent's session.
         let _ = nix::unistd::setsid();
     }
+    raise_open_file_limit();
     let mut signals = SigSet::empty();
     for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         signals.add(s);
@@ -400,6 +401,23 @@ fn wait_ready(mountpoint: &Path, old_dev: u64) -> Event {
 /// sequential reads arrive in 128 KiB requests; at 1 MiB they match the largest request we
 /// accept and decode whole chunks in fewer, larger calls.
 const READAHEAD_KB: u64 = 1024;
+
+/// Raise the soft limit on open files to the hard one. Files reached through external links
+/// and the source files of virtual datasets stay open once read (a `%b` virtual dataset may
+/// have thousands), and the usual soft limit of 1024 is kept low only for programs that
+/// use `select`, which the daemon does not. Running out still fails only the reads that
+/// need another file.
+fn raise_open_file_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                Ok(()) => log::debug!("open file limit raised from {soft} to {hard}"),
+                Err(e) => log::debug!("cannot raise the open file limit from {soft}: {e}"),
+            }
+        }
+    }
+}
 
 /// Raise the readahead of the mount's backing device (needs root; otherwise left as is).
 /// Returns the value set, or 0 (shown as `readahead_kb` in the mount's statistics).
