@@ -40,6 +40,12 @@ pub struct DatasetInfo {
 #[derive(Debug)]
 enum ReaderState {
     Ready(DataReader),
+    /// A variable-length type: no value image (reads fail with `why`), but the stored
+    /// references (a length and a global heap ID per element) read, for views.
+    Stored {
+        reader: DataReader,
+        why: String,
+    },
     /// Virtual layout: gathered from source datasets (see `virtual_ds`).
     Virtual(super::virtual_ds::VirtualReader),
     Failed {
@@ -71,6 +77,7 @@ impl Dataset {
     pub fn unreadable_reason(&self) -> Option<&str> {
         match &self.reader {
             ReaderState::Ready(_) | ReaderState::Virtual(_) => None,
+            ReaderState::Stored { why, .. } => Some(why),
             ReaderState::Failed { message, .. } => Some(message),
         }
     }
@@ -90,12 +97,22 @@ impl Dataset {
         }
     }
 
+    /// Read the stored bytes at `offset`: the byte image, or for a variable-length type the
+    /// stored references (see [`crate::views`]), which [`Dataset::read_at`] refuses.
+    pub fn read_stored_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        match &self.reader {
+            ReaderState::Stored { reader, .. } => reader.read_at(offset, buf),
+            _ => self.read_at(offset, buf),
+        }
+    }
+
     /// Read bytes at `offset` of the byte image; returns the number of bytes written, short
     /// only at the end.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match &self.reader {
             ReaderState::Ready(r) => r.read_at(offset, buf),
             ReaderState::Virtual(v) => v.read_at(offset, buf),
+            ReaderState::Stored { why, .. } => Err(Error::unsupported("dataset", why)),
             ReaderState::Failed { class, message } => Err(match class {
                 ErrorClass::Unsupported => Error::unsupported("dataset", message),
                 _ => Error::corrupt("dataset", self.id.0, message),
@@ -197,13 +214,8 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
     };
 
     let vds_fill = fill_for_reads.clone();
+    let fixed = dtype.is_fixed_size();
     let reader = (|| -> Result<DataReader> {
-        if !dtype.is_fixed_size() {
-            return Err(Error::unsupported(
-                "datatype",
-                format!("{} has no fixed-size byte image", dtype.numpy_str()),
-            ));
-        }
         let npoints =
             npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
         if len.is_none() {
@@ -221,7 +233,9 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             max_dims: space.max_dims.clone().unwrap_or_else(|| space.dims.clone()),
             npoints,
             element_size: dtype.size,
-            fill: fill_for_reads,
+            // A vlen fill value is itself a heap reference; zeros (a null reference) are what
+            // libhdf5 writes for unwritten elements.
+            fill: if fixed { fill_for_reads } else { None },
             filters: pipeline.clone(),
             external,
             cache: file.chunk_cache().clone(),
@@ -230,7 +244,11 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
         })
     })();
     let mut reader = match reader {
-        Ok(r) => ReaderState::Ready(r),
+        Ok(r) if fixed => ReaderState::Ready(r),
+        Ok(reader) => ReaderState::Stored {
+            reader,
+            why: format!("{} has no fixed-size byte image", dtype.numpy_str()),
+        },
         Err(e) => ReaderState::Failed {
             class: e.errno_class(),
             message: e.to_string(),

@@ -50,7 +50,7 @@ pub struct TextView {
 
 impl TextView {
     /// A text view of `ds`, which must have a variable-length type.
-    pub fn new(file: Arc<File>, ds: &Dataset) -> Result<TextView> {
+    pub fn new(file: Arc<File>, ds: &Arc<Dataset>) -> Result<TextView> {
         let kind = match &ds.info.dtype.class {
             TypeClass::VarLen {
                 kind: VarLenKind::String { pad, .. },
@@ -72,7 +72,7 @@ impl TextView {
                 ))
             }
         };
-        let raw = RawVlen::open(&file, ds)?;
+        let raw = RawVlen::open(ds.clone())?;
         Ok(TextView {
             file,
             raw,
