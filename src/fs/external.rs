@@ -19,7 +19,7 @@ use std::sync::Arc;
 use super::files::{self, FileIdx};
 use super::inode::{self, Anchor, Node};
 use super::{dir, H5Fs};
-use crate::model::{LinkTarget, ObjectId, ObjectKind};
+use crate::model::{File, LinkTarget, ObjectId, ObjectKind};
 
 /// Most external links followed from one link (libhdf5's default limit on link traversals
 /// is 16).
@@ -41,6 +41,32 @@ fn below<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
 fn fold_h5(path: &str) -> String {
     let folded = files::fold(&Path::new("/").join(path));
     folded.to_string_lossy().into_owned()
+}
+
+/// Where `path` goes on when it does not resolve in `file` because one of its components is
+/// an external link: that link's file, and its path followed by the components after it.
+fn external_step(file: &File, path: &str) -> Option<(String, String)> {
+    let folded = fold_h5(path);
+    let comps: Vec<&str> = folded.split('/').filter(|c| !c.is_empty()).collect();
+    let mut parent = file.root();
+    for (k, comp) in comps.iter().enumerate() {
+        match file.resolve(&format!("/{}", comps[..=k].join("/"))) {
+            Ok(id) => parent = id,
+            Err(_) => {
+                let LinkTarget::External { file, path } = file.lookup(parent, comp).ok()??.target
+                else {
+                    return None;
+                };
+                let rest = comps[k + 1..].join("/");
+                return Some(if rest.is_empty() {
+                    (file, path)
+                } else {
+                    (file, format!("{}/{rest}", path.trim_end_matches('/')))
+                });
+            }
+        }
+    }
+    None
 }
 
 impl H5Fs {
@@ -71,8 +97,8 @@ impl H5Fs {
     }
 
     /// The file and object an external link in file `from` leads to, or why it is not
-    /// followed. A target that is itself an external link is followed in turn (a chain), up
-    /// to [`MAX_CHAIN`] links.
+    /// followed. A target path that is or crosses an external link in the other file goes on
+    /// through that link, as libhdf5's traversal does (a chain), up to [`MAX_CHAIN`] links.
     pub(super) fn follow_external(
         &self,
         from: FileIdx,
@@ -88,20 +114,13 @@ impl H5Fs {
                 Ok(id) => return Ok((idx, id)),
                 Err(e) => e.to_string(),
             };
-            // The model does not cross external links; one in last place is a chain.
-            let folded = fold_h5(&object_path);
-            let (parent, last) = folded.rsplit_once('/').unwrap_or(("", ""));
-            let next = file
-                .resolve(if parent.is_empty() { "/" } else { parent })
-                .and_then(|p| file.lookup(p, last));
-            match next {
-                Ok(Some(link)) if !last.is_empty() => match link.target {
-                    LinkTarget::External { file, path } => {
-                        (from, file_name, object_path) = (idx, file, path);
-                    }
-                    _ => return Err(err),
-                },
-                _ => return Err(err),
+            // The model does not cross external links: the path goes on in another file from
+            // the first component that is one (a chain when it is the last one).
+            match external_step(&file, &object_path) {
+                Some((next_file, next_path)) => {
+                    (from, file_name, object_path) = (idx, next_file, next_path);
+                }
+                None => return Err(err),
             }
         }
         Err(format!("more than {MAX_CHAIN} external links in a chain"))
