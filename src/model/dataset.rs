@@ -247,7 +247,11 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
         Ok(r) if fixed => ReaderState::Ready(r),
         Ok(reader) => ReaderState::Stored {
             reader,
-            why: format!("{} has no fixed-size byte image", dtype.numpy_str()),
+            why: Error::unsupported(
+                "datatype",
+                format!("{} has no fixed-size byte image", dtype.numpy_str()),
+            )
+            .to_string(),
         },
         Err(e) => ReaderState::Failed {
             class: e.errno_class(),
