@@ -621,6 +621,21 @@ fn nasty_chunk_size_past_eof() {
 }
 
 #[test]
+fn nasty_chunk_dims_huge() {
+    nasty("chunk_dims_huge.h5", |f| {
+        let r = read_whole(f, "/d");
+        // Refused before a 512 MiB decode buffer is allocated, not by the inflate that
+        // would follow.
+        match &r {
+            Err(e) if e.to_string().contains("exceeds") => must_fail("read /d", r),
+            other => Err(format!(
+                "read /d: expected the chunk size limit, got {other:?}"
+            )),
+        }
+    });
+}
+
+#[test]
 fn nasty_contiguous_address_past_eof() {
     nasty("contiguous_past_eof.h5", |f| {
         must_fail("read /d", read_whole(f, "/d"))
