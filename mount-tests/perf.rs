@@ -13,7 +13,8 @@
 //!   under a quarter of the bytes again (DAMON proactive reclaim on this machine may drop a
 //!   few pages after a few seconds, so not zero);
 //! - 4 KiB `pread`s 1 MiB apart under `POSIX_FADV_RANDOM`: no prefetch job queued;
-//! - the bdi's `read_ahead_kb` is what the statistics say the daemon set;
+//! - the bdi's `read_ahead_kb` is what the statistics say the daemon set, `-o readahead=0`
+//!   leaves the kernel's 128 KiB and `--readahead 512` sets 512 (as root);
 //! - `mmap` read in order: bytes equal, requests larger than the default 128 KiB;
 //! - a compressed dataset of another file reached through an external link is decoded into
 //!   the mount's one chunk cache (its misses are counted there);
@@ -239,6 +240,33 @@ fn bdi_readahead_is_what_the_daemon_reports() {
     }
     assert_eq!(s["readahead_kb"], 1024);
     assert_eq!(actual, s["readahead_kb"]);
+}
+
+/// The bdi `read_ahead_kb` of mount `m`.
+fn bdi_readahead(m: &Mount) -> u64 {
+    let dev = fs::metadata(m.path()).unwrap().dev();
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    let knob = format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb");
+    fs::read_to_string(&knob).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn readahead_option_sets_or_leaves_the_bdi() {
+    // 0: the kernel's default is left, and the statistics say nothing was set.
+    let m = Mount::background(&soak(), &["-o", "readahead=0"]);
+    let s = stats(&m);
+    assert_eq!(s["readahead_kb"], 0, "{s:?}");
+    assert_eq!(bdi_readahead(&m), DEFAULT_REQUEST >> 10);
+    drop(m);
+    let m = Mount::background(&soak(), &["--readahead", "512"]);
+    let s = stats(&m);
+    if !nix::unistd::geteuid().is_root() {
+        assert_eq!(s["readahead_kb"], 0, "{s:?}");
+        eprintln!("SKIP: not root, the bdi's readahead cannot be set");
+        return;
+    }
+    assert_eq!(s["readahead_kb"], 512, "{s:?}");
+    assert_eq!(bdi_readahead(&m), 512);
 }
 
 #[test]

@@ -40,6 +40,7 @@ struct Cli {
     /// Mount options, comma separated (repeatable): ro, allow_other, allow_root,
     /// default_permissions (on by default; nodefault_permissions turns it off),
     /// auto_unmount, uid=N, gid=N, fsname=NAME, subtype=NAME, cache_size=SIZE, threads=N,
+    /// readahead=KB,
     /// allow_external_paths (follow external storage names outside the file's directory),
     /// npy, envi, byte_order=native|little|big (see Views), refresh=SECONDS;
     /// fstab options (noauto, nofail, _netdev, user, x-*, ...) are ignored; rw is refused.
@@ -81,6 +82,11 @@ struct Cli {
     /// Worker threads serving requests [default: 4].
     #[arg(long, value_name = "N", value_parser = config::parse_threads, help_heading = "Performance")]
     threads: Option<usize>,
+
+    /// Readahead to set on the mount in KiB, if root (0: leave the kernel's, 128)
+    /// (-o readahead=KB) [default: 1024].
+    #[arg(long, value_name = "KB", value_parser = config::parse_readahead, help_heading = "Performance")]
+    readahead: Option<u64>,
 
     /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = ArgAction::Count, help_heading = "Logging")]
@@ -137,6 +143,9 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     if let Some(n) = cli.threads {
         c.threads = n;
     }
+    if let Some(n) = cli.readahead {
+        c.readahead_kb = n;
+    }
     c.npy |= cli.npy;
     c.envi |= cli.envi;
     if let Some(b) = cli.byte_order {
@@ -186,6 +195,11 @@ mod tests {
         };
         assert!(c.foreground);
         assert_eq!((c.threads, c.cache_size), (2, 1 << 20));
+        let Ok(Command::Mount(c)) = parse(&["h5mount", "--readahead", "0", "f.h5", "/m"]) else {
+            panic!("not a mount");
+        };
+        assert_eq!(c.readahead_kb, 0);
+        assert!(parse(&["h5mount", "--readahead", "1M", "f.h5", "/m"]).is_err());
         // mount(8) passes rw unless ro is given: accepted, the mount stays read-only.
         assert!(parse(&["h5mount", "f.h5", "/m", "-o", "rw"]).is_ok());
         assert!(parse(&["h5mount", "f.h5"]).is_err());

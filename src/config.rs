@@ -15,6 +15,10 @@ use h5mount::views::{ByteOrderMode, ViewOptions};
 pub const DEFAULT_THREADS: usize = 4;
 /// Most worker threads accepted (each holds a 1 MiB request buffer).
 pub const MAX_THREADS: usize = 64;
+/// Readahead (KiB) the daemon sets on the mount when not told otherwise.
+pub const DEFAULT_READAHEAD_KB: u64 = 1024;
+/// Largest readahead accepted (KiB).
+pub const MAX_READAHEAD_KB: u64 = 65536;
 /// Decoded-chunk cache size when not told otherwise.
 pub const DEFAULT_CACHE: u64 = 256 << 20;
 
@@ -39,6 +43,9 @@ pub struct Config {
     pub subtype: Option<String>,
     pub cache_size: u64,
     pub threads: usize,
+    /// Readahead in KiB to set on the mount (`--readahead`, `-o readahead=`; needs root;
+    /// 0: leave the kernel's).
+    pub readahead_kb: u64,
     /// `-v` count.
     pub verbose: u8,
     pub log_file: Option<PathBuf>,
@@ -75,6 +82,7 @@ impl Config {
             subtype: None,
             cache_size: DEFAULT_CACHE,
             threads: DEFAULT_THREADS,
+            readahead_kb: DEFAULT_READAHEAD_KB,
             verbose: 0,
             log_file: None,
             allow_external_paths: false,
@@ -130,6 +138,7 @@ impl Config {
             "cache_size" => self.cache_size = parse_size(need()?)?,
             "threads" => self.threads = parse_threads(need()?)?,
             "refresh" => self.refresh = parse_refresh(need()?)?,
+            "readahead" => self.readahead_kb = parse_readahead(need()?)?,
             // Generic mount(8)/fstab options that mean nothing to a FUSE filesystem, or are
             // implied (h5mount always mounts nodev,nosuid).
             "noauto" | "auto" | "nofail" | "_netdev" | "user" | "users" | "nouser" | "dev"
@@ -173,6 +182,16 @@ pub fn parse_threads(v: &str) -> Result<usize, String> {
     match v.parse::<usize>() {
         Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
         _ => Err(format!("threads={v}: expected 1 to {MAX_THREADS}")),
+    }
+}
+
+/// `--readahead`/`readahead=`: KiB from 0 (leave the kernel's) to [`MAX_READAHEAD_KB`].
+pub fn parse_readahead(v: &str) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(n) if n <= MAX_READAHEAD_KB => Ok(n),
+        _ => Err(format!(
+            "readahead={v}: expected KiB from 0 (leave the kernel's) to {MAX_READAHEAD_KB}"
+        )),
     }
 }
 
@@ -290,6 +309,24 @@ mod tests {
         assert!(c.allow_external_paths);
         assert!(cfg().apply_options("byte_order=middle").is_err());
         assert!(cfg().apply_options("byte_order").is_err());
+    }
+
+    #[test]
+    fn readahead_option() {
+        assert_eq!(cfg().readahead_kb, 1024);
+        let mut c = cfg();
+        c.apply_options("readahead=0").unwrap();
+        assert_eq!(c.readahead_kb, 0);
+        c.apply_options("readahead=4096").unwrap();
+        assert_eq!(c.readahead_kb, 4096);
+        for bad in [
+            "readahead",
+            "readahead=x",
+            "readahead=-1",
+            "readahead=65537",
+        ] {
+            assert!(cfg().apply_options(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -299,7 +299,8 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         match ev {
             Event::Ready => {
                 ready = true;
-                core.stats().set_readahead_kb(raise_readahead(&mountpoint));
+                let kb = raise_readahead(&mountpoint, cfg.readahead_kb);
+                core.stats().set_readahead_kb(kb);
                 log::info!("{} mounted on {}", cfg.file.display(), mountpoint.display());
                 if cfg.daemon_child {
                     report("ready");
@@ -397,11 +398,6 @@ fn wait_ready(mountpoint: &Path, old_dev: u64) -> Event {
     }
 }
 
-/// Kernel readahead for the mount, in KiB: the kernel offers FUSE only 128 KiB, so buffered
-/// sequential reads arrive in 128 KiB requests; at 1 MiB they match the largest request we
-/// accept and decode whole chunks in fewer, larger calls.
-const READAHEAD_KB: u64 = 1024;
-
 /// Raise the soft limit on open files to the hard one. Files reached through external links
 /// and the source files of virtual datasets stay open once read (a `%b` virtual dataset may
 /// have thousands), and the usual soft limit of 1024 is kept low only for programs that
@@ -419,19 +415,27 @@ fn raise_open_file_limit() {
     }
 }
 
-/// Raise the readahead of the mount's backing device (needs root; otherwise left as is).
-/// Returns the value set, or 0 (shown as `readahead_kb` in the mount's statistics).
-fn raise_readahead(mountpoint: &Path) -> u64 {
+/// Set the readahead of the mount's backing device to `kb` KiB (needs root; otherwise left
+/// as is; 0: left as is). Returns the value set, or 0 (shown as `readahead_kb` in the
+/// mount's statistics).
+///
+/// The kernel offers FUSE only 128 KiB, so sequential reads arrive in 128 KiB requests; at
+/// 1 MiB (the default) they match the largest request we accept and decode whole chunks in
+/// fewer, larger calls.
+fn raise_readahead(mountpoint: &Path, kb: u64) -> u64 {
+    if kb == 0 {
+        return 0;
+    }
     let Ok(meta) = std::fs::metadata(mountpoint) else {
         return 0;
     };
     let dev = meta.dev();
     let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
     let knob = format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb");
-    match std::fs::write(&knob, READAHEAD_KB.to_string()) {
+    match std::fs::write(&knob, kb.to_string()) {
         Ok(()) => {
-            log::debug!("{knob} = {READAHEAD_KB}");
-            READAHEAD_KB
+            log::debug!("{knob} = {kb}");
+            kb
         }
         Err(e) => {
             log::debug!("cannot raise readahead ({knob}: {e})");
