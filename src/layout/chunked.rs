@@ -666,6 +666,21 @@ mod tests {
         cache: u64,
     }
 
+    impl<'a> Spec<'a> {
+        /// Unfiltered, no fill value, no flags, a 1 MiB cache.
+        fn plain(dims: &'a [u64], chunk: &'a [u64], es: u32) -> Spec<'a> {
+            Spec {
+                dims,
+                chunk,
+                es,
+                fill: None,
+                flags: 0,
+                filters: FilterPipeline::default(),
+                cache: 1 << 20,
+            }
+        }
+    }
+
     /// Write every present chunk (full size, junk 0xEE outside the dataset) to a temp file,
     /// index them in a map, and compute the expected image element by element.
     fn fixture(spec: Spec, present: impl Fn(&[u64]) -> bool) -> Fixture {
@@ -882,15 +897,7 @@ mod tests {
     #[test]
     fn shared_answers_only_for_one_run_of_one_written_chunk() {
         // Chunks of whole rows merge into one dimension: any range inside a chunk is a run.
-        let spec = Spec {
-            dims: &[8, 6],
-            chunk: &[2, 6],
-            es: 2,
-            fill: None,
-            flags: 0,
-            filters: FilterPipeline::default(),
-            cache: 1 << 20,
-        };
+        let spec = Spec::plain(&[8, 6], &[2, 6], 2);
         let f = fixture(spec, |cc| cc[0] != 3);
         assert!(check_shared(&f, 0, 24));
         assert!(check_shared(&f, 25, 20));
@@ -899,15 +906,7 @@ mod tests {
         assert!(!check_shared(&f, 90, 8), "past the end");
         assert!(!check_shared(&f, 0, 0));
         // Chunks of half rows: runs end at each chunk row.
-        let spec = Spec {
-            dims: &[6, 6],
-            chunk: &[2, 3],
-            es: 4,
-            fill: None,
-            flags: 0,
-            filters: FilterPipeline::default(),
-            cache: 1 << 20,
-        };
+        let spec = Spec::plain(&[6, 6], &[2, 3], 4);
         let f = fixture(spec, |_| true);
         assert!(check_shared(&f, 13, 11));
         assert!(!check_shared(&f, 8, 8), "crosses chunks");
@@ -916,15 +915,7 @@ mod tests {
             "both ends in one chunk, but the row between them leaves it"
         );
         // Unfiltered chunks with long rows are read from the file, not the cache.
-        let spec = Spec {
-            dims: &[4, 8192],
-            chunk: &[1, 8192],
-            es: 4,
-            fill: None,
-            flags: 0,
-            filters: FilterPipeline::default(),
-            cache: 1 << 20,
-        };
+        let spec = Spec::plain(&[4, 8192], &[1, 8192], 4);
         let f = fixture(spec, |_| true);
         assert!(!check_shared(&f, 0, 4096));
     }
@@ -963,13 +954,8 @@ mod tests {
     fn sparse_large_read_and_cache_use() {
         let dims = [300u64, 70];
         let spec = Spec {
-            dims: &dims,
-            chunk: &[16, 9],
-            es: 4,
             fill: Some(vec![1, 2, 3, 4]),
-            flags: 0,
-            filters: FilterPipeline::default(),
-            cache: 1 << 20,
+            ..Spec::plain(&dims, &[16, 9], 4)
         };
         let f = fixture(spec, |cc| cc[0] % 3 != 1);
         check_range(&f, 0, 84_000);
@@ -985,13 +971,8 @@ mod tests {
         // Chunks of 2 x 5000 four-byte elements span whole rows: 40,000-byte runs, read
         // straight from the file. The middle chunk is missing (fill value).
         let spec = Spec {
-            dims: &[6, 5000],
-            chunk: &[2, 5000],
-            es: 4,
             fill: Some(vec![9, 8, 7, 6]),
-            flags: 0,
-            filters: FilterPipeline::default(),
-            cache: 1 << 20,
+            ..Spec::plain(&[6, 5000], &[2, 5000], 4)
         };
         let f = fixture(spec, |cc| cc[0] != 1);
         check_range(&f, 0, 120_000);
@@ -1000,15 +981,7 @@ mod tests {
         check_range(&f, 119_000, 5000);
         assert_eq!(f.cache.stats().misses + f.cache.stats().hits, 0);
         // Columns split in two chunks: runs of 10,000 bytes go through the cache.
-        let spec = Spec {
-            dims: &[6, 5000],
-            chunk: &[2, 2500],
-            es: 4,
-            fill: None,
-            flags: 0,
-            filters: FilterPipeline::default(),
-            cache: 1 << 20,
-        };
+        let spec = Spec::plain(&[6, 5000], &[2, 2500], 4);
         let f = fixture(spec, |_| true);
         check_range(&f, 1, 100_000);
         assert!(f.cache.stats().misses > 0);
@@ -1016,15 +989,7 @@ mod tests {
 
     #[test]
     fn fetch_only_fills_the_cache_and_leaves_the_buffer() {
-        let spec = Spec {
-            dims: &[300, 70],
-            chunk: &[16, 9],
-            es: 4,
-            fill: None,
-            flags: 0,
-            filters: FilterPipeline::default(),
-            cache: 1 << 20,
-        };
+        let spec = Spec::plain(&[300, 70], &[16, 9], 4);
         let f = fixture(spec, |_| true);
         let mut buf = vec![0xccu8; 20_000];
         let n = crate::layout::fetch_only(|| f.reader.read_at(100, &mut buf)).unwrap();
@@ -1043,13 +1008,8 @@ mod tests {
         // rows 2-5, start of row 6) over six distinct chunks. With no cache room, each chunk
         // must still be loaded only once.
         let spec = Spec {
-            dims: &[10, 12],
-            chunk: &[4, 5],
-            es: 1,
-            fill: None,
-            flags: 0,
-            filters: FilterPipeline::default(),
             cache: 0,
+            ..Spec::plain(&[10, 12], &[4, 5], 1)
         };
         let f = fixture(spec, |_| true);
         check_range(&f, 19, 75 - 19);
@@ -1059,13 +1019,8 @@ mod tests {
     #[test]
     fn zero_sized_dimension_reads_nothing() {
         let spec = Spec {
-            dims: &[4, 0, 3],
-            chunk: &[2, 2, 2],
-            es: 2,
-            fill: None,
-            flags: 0,
-            filters: FilterPipeline::default(),
             cache: 100,
+            ..Spec::plain(&[4, 0, 3], &[2, 2, 2], 2)
         };
         let f = fixture(spec, |_| true);
         assert!(f.reader.is_empty());
