@@ -305,6 +305,16 @@ fn mmap_read_in_order_uses_large_requests() {
     assert_eq!(s["cache_misses"], CHUNKS, "{s:?}");
 }
 
+/// The first `len` bytes of `p`, read after dropping its pages from the kernel's cache, so
+/// the daemon serves them again.
+fn read_uncached(p: &Path, len: usize) -> Vec<u8> {
+    let f = fs::File::open(p).unwrap();
+    posix_fadvise(&f, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).unwrap();
+    let mut buf = vec![0u8; len];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    buf
+}
+
 fn extlinks() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/extlinks")
 }
@@ -334,11 +344,7 @@ fn external_file_datasets_share_the_mount_cache() {
         );
         assert_eq!(after["cache_entries"], 10, "{form}: {after:?}");
         // Read again past the page cache: all hits in the same cache.
-        let f = fs::File::open(m.at("/ext_ds")).unwrap();
-        posix_fadvise(&f, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).unwrap();
-        let mut again = vec![0u8; bytes.len()];
-        f.read_exact_at(&mut again, 0).unwrap();
-        assert_eq!(again, bytes);
+        assert_eq!(read_uncached(&m.at("/ext_ds"), bytes.len()), bytes);
         let last = stats(&m);
         assert_eq!(
             last["cache_misses"], after["cache_misses"],
@@ -379,11 +385,7 @@ fn after_a_refresh_one_cache_serves_the_new_state_and_the_external_files() {
         );
         // The external file's chunks are still in the one cache the new state uses (with
         // a cache of the new state's own, these hits would not show here).
-        let f = fs::File::open(m.at("/ext_ds")).unwrap();
-        posix_fadvise(&f, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).unwrap();
-        let mut again = vec![0u8; bytes.len()];
-        f.read_exact_at(&mut again, 0).unwrap();
-        assert_eq!(again, bytes);
+        assert_eq!(read_uncached(&m.at("/ext_ds"), bytes.len()), bytes);
         let last = stats(&m);
         assert_eq!(last["cache_capacity"], first["cache_capacity"]);
         assert!(
