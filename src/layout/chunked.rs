@@ -681,6 +681,34 @@ mod tests {
         }
     }
 
+    /// The layout parameters of `spec`'s dataset, whose chunks are in `storage`.
+    fn layout_params(spec: Spec, storage: Storage, max_dims: Vec<u64>) -> LayoutParams {
+        LayoutParams {
+            storage,
+            sizes: Sizes::DEFAULT,
+            layout: Layout {
+                version: 3,
+                class: LayoutClass::Chunked(ChunkedLayout {
+                    flags: spec.flags,
+                    chunk_dims: spec.chunk.to_vec(),
+                    element_size: spec.es,
+                    index: ChunkIndexSpec::BtreeV1 { addr: 0 },
+                }),
+                legacy_dims: None,
+            },
+            dims: spec.dims.to_vec(),
+            max_dims,
+            npoints: spec.dims.iter().product(),
+            element_size: spec.es,
+            fill: spec.fill,
+            filters: spec.filters,
+            external: None,
+            cache: Arc::new(ChunkCache::new(spec.cache)),
+            cache_id: 0x800,
+            cache_file: 0,
+        }
+    }
+
     /// Write every present chunk (full size, junk 0xEE outside the dataset) to a temp file,
     /// index them in a map, and compute the expected image element by element.
     fn fixture(spec: Spec, present: impl Fn(&[u64]) -> bool) -> Fixture {
@@ -743,30 +771,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("chunks.bin");
         std::fs::write(&path, &file).unwrap();
-        let params = LayoutParams {
-            storage: Storage::open(&path).unwrap(),
-            sizes: Sizes::DEFAULT,
-            layout: Layout {
-                version: 3,
-                class: LayoutClass::Chunked(ChunkedLayout {
-                    flags: spec.flags,
-                    chunk_dims: chunk.to_vec(),
-                    element_size: spec.es,
-                    index: ChunkIndexSpec::BtreeV1 { addr: 0 },
-                }),
-                legacy_dims: None,
-            },
-            dims: dims.to_vec(),
-            max_dims: dims.to_vec(),
-            npoints,
-            element_size: spec.es,
-            fill: spec.fill,
-            filters: spec.filters,
-            external: None,
-            cache: Arc::new(ChunkCache::new(spec.cache)),
-            cache_id: 0x800,
-            cache_file: 0,
-        };
+        let max_dims = dims.to_vec();
+        let params = layout_params(spec, Storage::open(&path).unwrap(), max_dims);
         let cache = params.cache.clone();
         let reader = DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap();
         Fixture {
@@ -846,37 +852,21 @@ mod tests {
         let path = dir.path().join("f.bin");
         std::fs::write(&path, [0u8; 64]).unwrap();
         let open = |cache: u64| {
-            let params = LayoutParams {
-                storage: Storage::open(&path).unwrap(),
-                sizes: Sizes::DEFAULT,
-                layout: Layout {
-                    version: 3,
-                    class: LayoutClass::Chunked(ChunkedLayout {
-                        flags: 0,
-                        chunk_dims: vec![1 << 23, 4],
-                        element_size: 4,
-                        index: ChunkIndexSpec::BtreeV1 { addr: 0 },
-                    }),
-                    legacy_dims: None,
-                },
-                dims: vec![2, 4],
-                max_dims: vec![u64::MAX, 4],
-                npoints: 8,
-                element_size: 4,
-                fill: None,
-                filters: FilterPipeline {
-                    filters: vec![FilterSpec {
-                        id: 1,
-                        flags: 0,
-                        name: None,
-                        client_data: vec![4],
-                    }],
-                },
-                external: None,
-                cache: Arc::new(ChunkCache::new(cache)),
-                cache_id: 1,
-                cache_file: 0,
+            let deflate = FilterPipeline {
+                filters: vec![FilterSpec {
+                    id: 1,
+                    flags: 0,
+                    name: None,
+                    client_data: vec![4],
+                }],
             };
+            let spec = Spec {
+                filters: deflate,
+                cache,
+                ..Spec::plain(&[2, 4], &[1 << 23, 4], 4)
+            };
+            let storage = Storage::open(&path).unwrap();
+            let params = layout_params(spec, storage, vec![u64::MAX, 4]);
             let rec = ChunkRecord {
                 addr: 0,
                 size: 64,
