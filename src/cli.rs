@@ -1,6 +1,7 @@
 //! The command line (clap derive), turned into a plain [`Config`] or an inspect request.
 //!
-//! `h5mount [OPTIONS] FILE MOUNTPOINT` mounts; `h5mount inspect FILE [PATH]` lists. The form
+//! `h5mount [OPTIONS] SOURCE MOUNTPOINT` mounts (SOURCE: an HDF5 file or a directory of
+//! them); `h5mount inspect FILE [PATH]` lists. The form
 //! `h5mount FILE DIR -o opt,...` is what `mount.fuse3` runs for `mount -t fuse.h5mount` and
 //! `/etc/fstab` lines, so `-o` takes the same options as the fstab options field.
 
@@ -20,8 +21,8 @@ pub enum Command {
 #[command(
     name = "h5mount",
     version,
-    about = "Mount an HDF5 file read-only: groups become directories, datasets files of raw \
-             elements (the bytes of numpy's ds[()].tobytes())",
+    about = "Mount an HDF5 file, or a directory of them, read-only: groups become directories, \
+             datasets files of raw elements (the bytes of numpy's ds[()].tobytes())",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -29,8 +30,9 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Sub>,
 
-    /// HDF5 file to mount.
-    #[arg(required = true)]
+    /// HDF5 file to mount, or a directory: its HDF5 files become directories of their trees,
+    /// its other files are served as they are.
+    #[arg(required = true, value_name = "SOURCE")]
     file: Option<PathBuf>,
 
     /// Existing directory to mount it on.
@@ -40,8 +42,10 @@ struct Cli {
     /// Mount options, comma separated (repeatable): ro, allow_other, allow_root,
     /// default_permissions (on by default; nodefault_permissions turns it off),
     /// auto_unmount, uid=N, gid=N, fsname=NAME, subtype=NAME, cache_size=SIZE, threads=N,
-    /// readahead=KB,
-    /// allow_external_paths (follow external storage names outside the file's directory),
+    /// readahead=KB, max_open_files=N,
+    /// allow_external_paths (follow external links, virtual-dataset sources, external
+    /// storage and directory symlinks that lead outside the mounted file's directory or the
+    /// mounted directory),
     /// npy, envi, byte_order=native|little|big (see Views), refresh=SECONDS;
     /// fstab options (noauto, nofail, _netdev, user, x-*, ...) are ignored; rw is refused.
     #[arg(
@@ -88,6 +92,12 @@ struct Cli {
     #[arg(long, value_name = "KB", value_parser = config::parse_readahead, help_heading = "Performance")]
     readahead: Option<u64>,
 
+    /// Most files kept open at once: HDF5 files reached by a directory mount, external links
+    /// and virtual-dataset sources, and raw files of external storage; the least recently
+    /// used is closed and opened again when needed (-o max_open_files=N) [default: 256].
+    #[arg(long, value_name = "N", value_parser = config::parse_max_open_files, help_heading = "Performance")]
+    max_open_files: Option<usize>,
+
     /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = ArgAction::Count, help_heading = "Logging")]
     verbose: u8,
@@ -131,7 +141,7 @@ fn into_command(cli: Cli) -> Result<Command, String> {
         return Ok(Command::Inspect { file, path });
     }
     let (Some(file), Some(mountpoint)) = (cli.file, cli.mountpoint) else {
-        return Err("FILE and MOUNTPOINT are required".into());
+        return Err("SOURCE and MOUNTPOINT are required".into());
     };
     let mut c = Config::new(file, mountpoint);
     for o in &cli.options {
@@ -145,6 +155,9 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     }
     if let Some(n) = cli.readahead {
         c.readahead_kb = n;
+    }
+    if let Some(n) = cli.max_open_files {
+        c.max_open_files = n;
     }
     c.npy |= cli.npy;
     c.envi |= cli.envi;

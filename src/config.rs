@@ -21,6 +21,10 @@ pub const DEFAULT_READAHEAD_KB: u64 = 1024;
 pub const MAX_READAHEAD_KB: u64 = 65536;
 /// Decoded-chunk cache size when not told otherwise.
 pub const DEFAULT_CACHE: u64 = 256 << 20;
+/// Most files open at once when not told otherwise.
+pub const DEFAULT_MAX_OPEN_FILES: usize = h5mount::model::resolver::DEFAULT_MAX_OPEN_FILES;
+/// Fewest and most open files accepted.
+pub const MAX_OPEN_FILES_RANGE: (usize, usize) = (2, 1 << 20);
 
 /// Everything a mount needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,14 +47,18 @@ pub struct Config {
     pub subtype: Option<String>,
     pub cache_size: u64,
     pub threads: usize,
+    /// Most files open at once (`--max-open-files`, `-o max_open_files=`).
+    pub max_open_files: usize,
     /// Readahead in KiB to set on the mount (`--readahead`, `-o readahead=`; needs root;
     /// 0: leave the kernel's).
     pub readahead_kb: u64,
     /// `-v` count.
     pub verbose: u8,
     pub log_file: Option<PathBuf>,
-    /// Follow external storage file names that are absolute or climb out of the HDF5 file's
-    /// directory (`-o allow_external_paths`; off: such datasets fail their reads).
+    /// Follow names of other files (external links, virtual-dataset sources, external
+    /// storage, symlinks of a mounted directory) that lead outside the mount's root
+    /// (`-o allow_external_paths`; off: such datasets fail their reads and such links
+    /// dangle).
     pub allow_external_paths: bool,
     /// `NAME.npy` beside every fixed-size dataset (`--npy`, `-o npy`).
     pub npy: bool,
@@ -83,6 +91,7 @@ impl Config {
             cache_size: DEFAULT_CACHE,
             threads: DEFAULT_THREADS,
             readahead_kb: DEFAULT_READAHEAD_KB,
+            max_open_files: DEFAULT_MAX_OPEN_FILES,
             verbose: 0,
             log_file: None,
             allow_external_paths: false,
@@ -139,6 +148,7 @@ impl Config {
             "threads" => self.threads = parse_threads(need()?)?,
             "refresh" => self.refresh = parse_refresh(need()?)?,
             "readahead" => self.readahead_kb = parse_readahead(need()?)?,
+            "max_open_files" => self.max_open_files = parse_max_open_files(need()?)?,
             // Generic mount(8)/fstab options that mean nothing to a FUSE filesystem, or are
             // implied (h5mount always mounts nodev,nosuid).
             "noauto" | "auto" | "nofail" | "_netdev" | "user" | "users" | "nouser" | "dev"
@@ -182,6 +192,15 @@ pub fn parse_threads(v: &str) -> Result<usize, String> {
     match v.parse::<usize>() {
         Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
         _ => Err(format!("threads={v}: expected 1 to {MAX_THREADS}")),
+    }
+}
+
+/// `--max-open-files`/`max_open_files=`: a count in [`MAX_OPEN_FILES_RANGE`].
+pub fn parse_max_open_files(v: &str) -> Result<usize, String> {
+    let (lo, hi) = MAX_OPEN_FILES_RANGE;
+    match v.parse::<usize>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("max_open_files={v}: expected {lo} to {hi}")),
     }
 }
 
@@ -325,6 +344,17 @@ mod tests {
             "readahead=-1",
             "readahead=65537",
         ] {
+            assert!(cfg().apply_options(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn max_open_files_option() {
+        assert_eq!(cfg().max_open_files, 256);
+        let mut c = cfg();
+        c.apply_options("ro,max_open_files=8").unwrap();
+        assert_eq!(c.max_open_files, 8);
+        for bad in ["max_open_files", "max_open_files=1", "max_open_files=x"] {
             assert!(cfg().apply_options(bad).is_err(), "{bad}");
         }
     }

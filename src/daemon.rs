@@ -1,6 +1,7 @@
 //! Running a mount: checks before mounting, background mode, readiness, signals, shutdown.
 //!
-//! Before anything is mounted the HDF5 file is opened and its root parsed and the mountpoint
+//! Before anything is mounted the HDF5 file is opened and its root parsed (a directory is
+//! only checked to be readable: its files are opened on first use) and the mountpoint
 //! checked; a failure is one line on stderr and exit status 2.
 //!
 //! Background mode (the default) re-executes this binary as `--daemon-child --foreground`
@@ -33,16 +34,22 @@ use nix::sys::signal::{SigSet, Signal};
 use h5mount::fs::fuse::{self, MountOptions, Notifier};
 use h5mount::fs::refresh::{Outcome, Stamp, Watcher};
 use h5mount::fs::{FsOptions, H5Fs};
-use h5mount::model::{File, ObjectKind, OpenOptions};
+use h5mount::model::{File, ObjectKind, OpenOptions, Resolver, ResolverOptions};
 
 use crate::config::Config;
 
 /// How long a background mount may take to answer before the parent gives up.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What is mounted.
+enum Source {
+    File(Arc<File>),
+    Dir(Arc<Resolver>),
+}
+
 /// What the process learned before mounting.
 struct Prepared {
-    file: Arc<File>,
+    source: Source,
     fs_opts: FsOptions,
     mount_dev: u64,
     /// The file's state before it was opened (what a refresh compares against).
@@ -58,12 +65,40 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
     }
     let f = &cfg.file;
     let meta = std::fs::metadata(f).map_err(|e| format!("{}: {e}", f.display()))?;
+    let fs_opts = FsOptions {
+        uid: cfg.uid.unwrap_or(meta.uid()),
+        gid: cfg.gid.unwrap_or(meta.gid()),
+        file_mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        file_size: meta.len(),
+        views: cfg.views(),
+        refresh: cfg.refresh,
+    };
+    if meta.is_dir() {
+        std::fs::read_dir(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let resolver = Resolver::new(ResolverOptions {
+            root: f.clone(),
+            allow_outside_paths: cfg.allow_external_paths,
+            max_open_files: cfg.max_open_files,
+            cache_bytes: cfg.cache_size,
+        });
+        return Ok(Prepared {
+            source: Source::Dir(resolver),
+            fs_opts,
+            mount_dev: mp_meta.dev(),
+            stamp: Stamp::of_meta(&meta),
+        });
+    }
     if !meta.is_file() {
-        return Err(format!("{}: not a regular file", f.display()));
+        return Err(format!(
+            "{}: neither a regular file nor a directory",
+            f.display()
+        ));
     }
     let opts = OpenOptions {
         cache_bytes: cfg.cache_size,
         allow_outside_paths: cfg.allow_external_paths,
+        max_open_files: cfg.max_open_files,
+        root: None,
     };
     let file = File::open(f, &opts).map_err(|e| format!("{}: {e}", f.display()))?;
     // Parse the root object now so a file whose root is broken is refused before mounting.
@@ -78,15 +113,8 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
         Err(e) => return Err(format!("{}: root group: {e}", f.display())),
     }
     Ok(Prepared {
-        file,
-        fs_opts: FsOptions {
-            uid: cfg.uid.unwrap_or(meta.uid()),
-            gid: cfg.gid.unwrap_or(meta.gid()),
-            file_mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            file_size: meta.len(),
-            views: cfg.views(),
-            refresh: cfg.refresh,
-        },
+        source: Source::File(file),
+        fs_opts,
         mount_dev: mp_meta.dev(),
         stamp: Stamp::of_meta(&meta),
     })
@@ -221,7 +249,10 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         return fail(format!("cannot block signals: {e}"));
     }
     let mountpoint = cfg.mountpoint.clone();
-    let fs = H5Fs::new(prepared.file, prepared.fs_opts);
+    let fs = match prepared.source {
+        Source::File(file) => H5Fs::new(file, prepared.fs_opts),
+        Source::Dir(resolver) => H5Fs::for_directory(resolver, prepared.fs_opts),
+    };
     let mopts = MountOptions {
         fsname: cfg
             .fsname
@@ -398,11 +429,9 @@ fn wait_ready(mountpoint: &Path, old_dev: u64) -> Event {
     }
 }
 
-/// Raise the soft limit on open files to the hard one. Files reached through external links
-/// and the source files of virtual datasets stay open once read (a `%b` virtual dataset may
-/// have thousands), and the usual soft limit of 1024 is kept low only for programs that
-/// use `select`, which the daemon does not. Running out still fails only the reads that
-/// need another file.
+/// Raise the soft limit on open files to the hard one, so `--max-open-files` can be set
+/// above the usual soft limit of 1024 (kept low only for programs that use `select`, which
+/// the daemon does not). Running out still fails only the reads that need another file.
 fn raise_open_file_limit() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {

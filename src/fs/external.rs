@@ -1,7 +1,7 @@
 //! External links in the tree: the linked object appears at the link's place.
 //!
-//! An external link `FILE::PATH` is followed when `FILE` resolves under the policy of
-//! [`super::files`] and `PATH` names an object there: the object is shown at the link's place
+//! An external link `FILE::PATH` is followed when `FILE` resolves under the path policy of
+//! the mount's resolver (`model::resolver`) and `PATH` names an object there: the object is shown at the link's place
 //! like a hard-linked one (a directory for a group, a file for a dataset), with an inode of its
 //! own file's numbering. Otherwise the link is a dangling symlink whose text is `FILE::PATH`,
 //! and the reason is logged once.
@@ -16,14 +16,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::files::{self, FileIdx};
 use super::inode::{self, Anchor, Node};
 use super::{dir, H5Fs};
-use crate::model::{File, LinkTarget, ObjectId, ObjectKind};
-
-/// Most external links followed from one link (libhdf5's default limit on link traversals
-/// is 16).
-const MAX_CHAIN: usize = 16;
+use crate::model::resolver::fold;
+use crate::model::{FileIdx, LinkTarget, ObjectId, ObjectKind};
 
 /// The rest of the absolute path `path` below `prefix` (both folded; `""` when equal), if
 /// `path` is `prefix` or lies below it.
@@ -39,34 +35,8 @@ fn below<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
 
 /// `path` with `.`, empty and `..` components folded, as an absolute HDF5 path.
 fn fold_h5(path: &str) -> String {
-    let folded = files::fold(&Path::new("/").join(path));
+    let folded = fold(&Path::new("/").join(path));
     folded.to_string_lossy().into_owned()
-}
-
-/// Where `path` goes on when it does not resolve in `file` because one of its components is
-/// an external link: that link's file, and its path followed by the components after it.
-fn external_step(file: &File, path: &str) -> Option<(String, String)> {
-    let folded = fold_h5(path);
-    let comps: Vec<&str> = folded.split('/').filter(|c| !c.is_empty()).collect();
-    let mut parent = file.root();
-    for (k, comp) in comps.iter().enumerate() {
-        match file.resolve(&format!("/{}", comps[..=k].join("/"))) {
-            Ok(id) => parent = id,
-            Err(_) => {
-                let LinkTarget::External { file, path } = file.lookup(parent, comp).ok()??.target
-                else {
-                    return None;
-                };
-                let rest = comps[k + 1..].join("/");
-                return Some(if rest.is_empty() {
-                    (file, path)
-                } else {
-                    (file, format!("{}/{rest}", path.trim_end_matches('/')))
-                });
-            }
-        }
-    }
-    None
 }
 
 impl H5Fs {
@@ -83,11 +53,17 @@ impl H5Fs {
         anchor: Option<Arc<Anchor>>,
     ) -> Option<Arc<Node>> {
         let path = inode::join_path(&parent.path, name);
-        if let Some(seen) = self.inodes.existing_object(file, id) {
+        let seen = self.inodes.existing_object(file, id).or_else(|| {
+            // The root group of an HDF5 file of a mounted directory is the file's directory.
+            self.inodes
+                .file_root(file)
+                .filter(|_| self.resolver.get(file).is_ok_and(|f| f.root() == id))
+        });
+        if let Some(seen) = seen {
             let is_group = self
-                .files
+                .resolver
                 .get(file)
-                .is_some_and(|f| matches!(f.kind(id), Ok(ObjectKind::Group)));
+                .is_ok_and(|f| matches!(f.kind(id), Ok(ObjectKind::Group)));
             if seen.path != path && is_group {
                 let text = dir::soft_target(&parent.path, &seen.path);
                 return Some(self.inodes.symlink(parent, name, text));
@@ -96,34 +72,20 @@ impl H5Fs {
         Some(self.inodes.object_in(parent, name, file, id, anchor))
     }
 
-    /// The file and object an external link in file `from` leads to, or why it is not
-    /// followed. A target path that is or crosses an external link in the other file goes on
-    /// through that link, as libhdf5's traversal does (a chain), up to [`MAX_CHAIN`] links.
+    /// The file and object an external link in the file of `from` leads to, or why it is
+    /// not followed. A target path that is or crosses an external link in the other file
+    /// goes on through that link, as libhdf5's traversal does (a chain).
     pub(super) fn follow_external(
         &self,
-        from: FileIdx,
+        from: &Node,
         file_name: &str,
         object_path: &str,
     ) -> Result<(FileIdx, ObjectId), String> {
-        let (mut from, mut file_name, mut object_path) =
-            (from, file_name.to_string(), object_path.to_string());
-        for _ in 0..MAX_CHAIN {
-            let idx = self.files.open(from, &file_name)?;
-            let file = self.files.get(idx).ok_or("file not open")?;
-            let err = match file.resolve(&object_path) {
-                Ok(id) => return Ok((idx, id)),
-                Err(e) => e.to_string(),
-            };
-            // The model does not cross external links: the path goes on in another file from
-            // the first component that is one (a chain when it is the last one).
-            match external_step(&file, &object_path) {
-                Some((next_file, next_path)) => {
-                    (from, file_name, object_path) = (idx, next_file, next_path);
-                }
-                None => return Err(err),
-            }
-        }
-        Err(format!("more than {MAX_CHAIN} external links in a chain"))
+        let file = self.resolver.get(from.file).map_err(|e| e.to_string())?;
+        let (target, id) = file
+            .follow_external(file_name, object_path)
+            .map_err(|e| e.to_string())?;
+        Ok((target.idx(), id))
     }
 
     /// The node of the soft link `name` to `target` in `parent`, a group reached through an
@@ -150,7 +112,7 @@ impl H5Fs {
             let text = dir::soft_target(&parent.path, &mount);
             return Some(self.inodes.symlink(parent, name, text));
         }
-        let file = self.files.get(parent.file)?;
+        let file = self.resolver.get(parent.file).ok()?;
         match file.resolve(&folded) {
             Ok(id) => self.object_child(parent, name, parent.file, id, parent.anchor.clone()),
             Err(e) => {

@@ -6,10 +6,12 @@
 //! object clear of it). Addresses above [`LINK_BASE`] can only come from a corrupt file; such
 //! objects get numbers from a counter in the top range instead.
 //!
-//! Objects of other files, reached through external links (see [`super::files`]), are
-//! identified by `(file, address)` and numbered from a counter starting at [`EXTERNAL_BASE`];
-//! addresses of the mounted file at or above it take the fallback counter, so the ranges never
-//! meet.
+//! Objects of other files, reached through external links or, in a directory mount, of every
+//! file, are identified by `(file, address)` (the file by its index in the mount's resolver,
+//! `model::resolver`) and numbered from a counter starting at [`EXTERNAL_BASE`]; addresses of
+//! the mounted file at or above it take the fallback counter, so the ranges never meet. The
+//! entries of a mounted directory (directories, HDF5 files shown as directories, other files)
+//! are identified by their path below the mount root and numbered from the same counter.
 //!
 //! Soft and external links are not objects: each `(parent inode, name)` pair gets its own
 //! number from a counter starting at [`LINK_BASE`], remembered for the life of the mount.
@@ -22,9 +24,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
+use std::path::PathBuf;
+
 use super::attr::Attr;
-use super::files::{FileIdx, MAIN};
-use crate::model::ObjectId;
+use crate::model::{FileIdx, ObjectId};
 
 /// The FUSE root inode.
 pub const ROOT_INO: u64 = 1;
@@ -47,6 +50,13 @@ pub enum NodeKind {
     Object(ObjectId),
     /// A soft or external link, with the symlink text served by `readlink`.
     Symlink { target: String },
+    /// A directory of the mounted directory (path below the mount root; the root is `""`).
+    HostDir { rel: PathBuf },
+    /// A file of the mounted directory that is not HDF5, served byte for byte.
+    HostFile { rel: PathBuf },
+    /// An HDF5 file of the mounted directory (the node's `file`), shown as a directory
+    /// holding its root group; the file is opened on first use inside it.
+    FileRoot { rel: PathBuf },
 }
 
 /// An external link's target: the object at HDF5 path `h5_path` of its file appears at
@@ -77,11 +87,53 @@ pub struct Node {
 }
 
 impl Node {
-    /// The object this node stands for, if it is one.
+    /// The object this node stands for, if it is one (the root group of a [`NodeKind::FileRoot`]
+    /// is known only once its file is open: see `H5Fs::object_of`).
     pub fn object(&self) -> Option<ObjectId> {
         match self.kind {
             NodeKind::Object(id) => Some(id),
-            NodeKind::Symlink { .. } => None,
+            _ => None,
+        }
+    }
+
+    /// True for an HDF5 file of a mounted directory.
+    pub fn is_file_root(&self) -> bool {
+        matches!(self.kind, NodeKind::FileRoot { .. })
+    }
+
+    /// The path below the mount root of a node of the mounted directory.
+    pub fn host_path(&self) -> Option<&std::path::Path> {
+        match &self.kind {
+            NodeKind::HostDir { rel } | NodeKind::HostFile { rel } | NodeKind::FileRoot { rel } => {
+                Some(rel)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl NodeKind {
+    fn host_rel(&self) -> Option<&PathBuf> {
+        match self {
+            NodeKind::HostDir { rel } | NodeKind::HostFile { rel } | NodeKind::FileRoot { rel } => {
+                Some(rel)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Tables {
+    /// The next number of the counted range (objects of other files, host entries).
+    fn next_counter(&mut self) -> u64 {
+        if self.next_external < LINK_BASE {
+            let ino = self.next_external;
+            self.next_external += 1;
+            ino
+        } else {
+            let ino = self.next_fallback;
+            self.next_fallback = self.next_fallback.saturating_add(1);
+            ino
         }
     }
 }
@@ -91,6 +143,11 @@ struct Tables {
     nodes: HashMap<u64, Arc<Node>>,
     by_object: HashMap<(FileIdx, ObjectId), u64>,
     by_link: HashMap<(u64, String), u64>,
+    by_host: HashMap<PathBuf, u64>,
+    /// The [`NodeKind::FileRoot`] node of each file that has one.
+    file_roots: HashMap<FileIdx, u64>,
+    /// The file whose objects are numbered by address (the mounted file).
+    direct: Option<FileIdx>,
     next_link: u64,
     next_external: u64,
     next_fallback: u64,
@@ -112,30 +169,102 @@ pub fn join_path(parent: &str, name: &str) -> String {
 }
 
 impl InodeTable {
-    /// A table holding only the root group.
-    pub fn new(root: ObjectId) -> InodeTable {
+    /// A table holding only the root group of the mounted file `file`, whose objects are
+    /// numbered by address.
+    pub fn new(file: FileIdx, root: ObjectId) -> InodeTable {
+        let t = InodeTable::with_root(NodeKind::Object(root), file, Some(file));
+        t.write().by_object.insert((file, root), ROOT_INO);
+        t
+    }
+
+    /// A table holding only the root of a mounted directory.
+    pub fn for_directory() -> InodeTable {
+        let t = InodeTable::with_root(
+            NodeKind::HostDir {
+                rel: PathBuf::new(),
+            },
+            FileIdx::MAX,
+            None,
+        );
+        t.write().by_host.insert(PathBuf::new(), ROOT_INO);
+        t
+    }
+
+    fn with_root(kind: NodeKind, file: FileIdx, direct: Option<FileIdx>) -> InodeTable {
         let mut t = Tables {
             next_link: LINK_BASE,
             next_external: EXTERNAL_BASE,
             next_fallback: FALLBACK_BASE,
+            direct,
             ..Tables::default()
         };
-        t.by_object.insert((MAIN, root), ROOT_INO);
         t.nodes.insert(
             ROOT_INO,
             Arc::new(Node {
                 ino: ROOT_INO,
                 parent: ROOT_INO,
                 path: "/".to_string(),
-                file: MAIN,
+                file,
                 anchor: None,
-                kind: NodeKind::Object(root),
+                kind,
                 attr: OnceLock::new(),
             }),
         );
         InodeTable {
             tables: RwLock::new(t),
         }
+    }
+
+    /// The node of the entry `name` of the mounted directory's `parent`, standing for `kind`
+    /// (a host kind; created on first sight, keyed by its path below the root). A
+    /// [`NodeKind::FileRoot`] carries its file's index `file`.
+    pub fn host(&self, parent: &Node, name: &str, kind: NodeKind, file: FileIdx) -> Arc<Node> {
+        let rel = kind.host_rel().cloned().unwrap_or_default();
+        {
+            let t = self.read();
+            if let Some(n) = t.by_host.get(&rel).and_then(|ino| t.nodes.get(ino)) {
+                if n.kind == kind {
+                    return n.clone();
+                }
+            }
+        }
+        let mut t = self.write();
+        if let Some(n) = t.by_host.get(&rel).and_then(|ino| t.nodes.get(ino)) {
+            if n.kind == kind {
+                return n.clone();
+            }
+        }
+        // A new entry, or one whose kind changed (a file replaced by a directory): a new
+        // inode, so the kernel never mixes the two.
+        let ino = t.next_counter();
+        let is_root = matches!(kind, NodeKind::FileRoot { .. });
+        let node = Arc::new(Node {
+            ino,
+            parent: parent.ino,
+            path: join_path(&parent.path, name),
+            file,
+            anchor: is_root.then(|| {
+                Arc::new(Anchor {
+                    file_name: rel.to_string_lossy().into_owned(),
+                    h5_path: "/".to_string(),
+                    mount_path: join_path(&parent.path, name),
+                })
+            }),
+            kind,
+            attr: OnceLock::new(),
+        });
+        t.by_host.insert(rel, ino);
+        if is_root {
+            t.file_roots.insert(file, ino);
+        }
+        t.nodes.insert(ino, node.clone());
+        node
+    }
+
+    /// The [`NodeKind::FileRoot`] node of file `file`, if it has one.
+    pub fn file_root(&self, file: FileIdx) -> Option<Arc<Node>> {
+        let t = self.read();
+        t.file_roots.get(&file).and_then(|i| t.nodes.get(i)).cloned()
     }
 
     /// The node of `ino`, if it was handed out.
@@ -182,12 +311,8 @@ impl InodeTable {
         }
         let direct = id.0.checked_add(2).filter(|&i| i < EXTERNAL_BASE);
         let ino = match direct {
-            Some(ino) if file == MAIN => ino,
-            _ if file != MAIN && t.next_external < LINK_BASE => {
-                let ino = t.next_external;
-                t.next_external += 1;
-                ino
-            }
+            Some(ino) if t.direct == Some(file) => ino,
+            _ if t.direct != Some(file) => t.next_counter(),
             _ => {
                 let ino = t.next_fallback;
                 t.next_fallback = t.next_fallback.saturating_add(1);
@@ -290,7 +415,7 @@ mod tests {
 
     #[test]
     fn objects_share_inodes_and_links_get_their_own() {
-        let t = InodeTable::new(ObjectId(96));
+        let t = InodeTable::new(0, ObjectId(96));
         let root = t.get(ROOT_INO).unwrap();
         assert_eq!(root.object(), Some(ObjectId(96)));
         let a = t.object(&root, "a", ObjectId(800));

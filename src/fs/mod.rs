@@ -16,8 +16,8 @@ pub mod attr;
 pub mod dir;
 pub mod error;
 mod external;
-pub mod files;
 pub mod fuse;
+pub mod hostdir;
 pub mod inode;
 pub mod prefetch;
 pub mod read;
@@ -28,6 +28,7 @@ pub mod xattr;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
@@ -38,7 +39,7 @@ pub use error::{FsError, FsResult};
 pub use inode::{Node, NodeKind, ROOT_INO};
 pub use xattr::XattrReply;
 
-use crate::model::{File, Link, LinkTarget, ObjectId, ObjectKind, OpenOptions};
+use crate::model::{File, FileIdx, Link, LinkTarget, ObjectId, ObjectKind, Resolver};
 use crate::views::ViewOptions;
 
 /// How the mounted tree presents itself (owner, fallback times).
@@ -70,11 +71,21 @@ pub struct StatFs {
     pub namelen: u32,
 }
 
-/// The mounted file.
+/// What is mounted.
+#[derive(Debug)]
+enum Mounted {
+    /// One HDF5 file, file `idx` of the resolver; `held` keeps the file served now alive.
+    File { idx: FileIdx, held: Mutex<Arc<File>> },
+    /// A directory (absolute, folded): see [`hostdir`].
+    Dir { root: PathBuf },
+}
+
+/// The mounted file or directory.
 #[derive(Debug)]
 pub struct H5Fs {
-    /// The mounted file and the files external links lead to.
-    files: files::Files,
+    /// Every HDF5 and raw file the mount opens (see `model::resolver`).
+    resolver: Arc<Resolver>,
+    mounted: Mounted,
     opts: FsOptions,
     inodes: inode::InodeTable,
     listings: RwLock<HashMap<u64, Arc<Listing>>>,
@@ -89,6 +100,9 @@ pub struct H5Fs {
     views: views::Views,
     /// Request counters, served as [`stats::STATS_XATTR`].
     stats: stats::Stats,
+    /// Directory mounts: the state of each host directory when its listing was built (a
+    /// refresh rebuilds listings whose directory changed).
+    host_stamps: Mutex<HashMap<u64, refresh::Stamp>>,
 }
 
 /// Debug builds only: a read of the object at the HDF5 path named by this environment
@@ -102,17 +116,39 @@ const W_OK: i32 = 2;
 const X_OK: i32 = 1;
 
 impl H5Fs {
+    /// The filesystem of the mounted file `file`; the other files it names are found by its
+    /// resolver.
     pub fn new(file: Arc<File>, opts: FsOptions) -> H5Fs {
-        let inodes = inode::InodeTable::new(file.root());
-        let prefetch = prefetch::Prefetcher::new(file.chunk_cache().capacity());
-        let views = views::Views::new(opts.views);
-        let external = OpenOptions {
-            cache_bytes: file.chunk_cache().capacity(),
-            allow_outside_paths: file.allow_outside_paths(),
+        let resolver = file
+            .resolver()
+            .expect("a file being mounted has its resolver");
+        let inodes = inode::InodeTable::new(file.idx(), file.root());
+        let mounted = Mounted::File {
+            idx: file.idx(),
+            held: Mutex::new(file),
         };
+        H5Fs::with(resolver, mounted, inodes, opts)
+    }
+
+    /// The filesystem of the mounted directory `resolver.root()` (see [`hostdir`]).
+    pub fn for_directory(resolver: Arc<Resolver>, opts: FsOptions) -> H5Fs {
+        let root = resolver.root().to_path_buf();
+        let inodes = inode::InodeTable::for_directory();
+        H5Fs::with(resolver, Mounted::Dir { root }, inodes, opts)
+    }
+
+    fn with(
+        resolver: Arc<Resolver>,
+        mounted: Mounted,
+        inodes: inode::InodeTable,
+        opts: FsOptions,
+    ) -> H5Fs {
+        let prefetch = prefetch::Prefetcher::new(resolver.chunk_cache().capacity());
+        let views = views::Views::new(opts.views);
         H5Fs {
             prefetch,
-            files: files::Files::new(file, external),
+            resolver,
+            mounted,
             opts,
             inodes,
             listings: RwLock::new(HashMap::new()),
@@ -121,6 +157,20 @@ impl H5Fs {
             logged: Mutex::new(HashSet::new()),
             views,
             stats: stats::Stats::default(),
+            host_stamps: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The resolver of the mount's files.
+    pub fn resolver(&self) -> &Arc<Resolver> {
+        &self.resolver
+    }
+
+    /// The mounted file (`None` for a directory mount).
+    pub fn main_file(&self) -> Option<Arc<File>> {
+        match &self.mounted {
+            Mounted::File { held, .. } => Some(held.lock().unwrap_or_else(|e| e.into_inner()).clone()),
+            Mounted::Dir { .. } => None,
         }
     }
 
@@ -135,13 +185,21 @@ impl H5Fs {
         self.inodes.get(ino).ok_or(FsError::Errno(libc::ENOENT))
     }
 
+    /// The object `node` stands for (the root group, for an HDF5 file of a mounted
+    /// directory: opening the file).
     fn object(&self, node: &Node) -> FsResult<ObjectId> {
-        node.object().ok_or(FsError::Errno(libc::EINVAL))
+        match &node.kind {
+            NodeKind::Object(id) => Ok(*id),
+            NodeKind::FileRoot { .. } => Ok(self.file_of(node)?.root()),
+            _ => Err(FsError::Errno(libc::EINVAL)),
+        }
     }
 
     /// The file `node` lives in.
     fn file_of(&self, node: &Node) -> FsResult<Arc<File>> {
-        self.files.get(node.file).ok_or(FsError::Errno(libc::EIO))
+        self.resolver
+            .get(node.file)
+            .map_err(|e| FsError::model(&node.path, e))
     }
 
     /// The dataset `id` of the file `node` lives in (errors name the node's path).
@@ -184,10 +242,14 @@ impl H5Fs {
             return self.getattr(listing.find(name).ok_or_else(enoent)?.ino);
         }
         let node = self.node(parent)?;
-        let id = self.group(&node)?;
         if name == "." || name == ".." {
             return self.getattr(if name == "." { parent } else { node.parent });
         }
+        if matches!(node.kind, NodeKind::HostDir { .. }) {
+            let listing = self.listing(parent)?;
+            return self.getattr(listing.find(name).ok_or_else(enoent)?.ino);
+        }
+        let id = self.group(&node)?;
         let link = self
             .file_of(&node)?
             .lookup(id, name)
@@ -201,7 +263,11 @@ impl H5Fs {
 
     /// The group `node` stands for (`ENOTDIR` if it is something else).
     fn group(&self, node: &Node) -> FsResult<ObjectId> {
-        let id = node.object().ok_or(FsError::Errno(libc::ENOTDIR))?;
+        let id = match node.kind {
+            NodeKind::Object(id) => id,
+            NodeKind::FileRoot { .. } => self.object(node)?,
+            _ => return Err(FsError::Errno(libc::ENOTDIR)),
+        };
         if self.kind(node, id)? != ObjectKind::Group {
             return Err(FsError::Errno(libc::ENOTDIR));
         }
@@ -224,11 +290,11 @@ impl H5Fs {
                 self.object_child(node, &link.name, node.file, *cid, node.anchor.clone())
             }
             LinkTarget::External { file, path: opath } => {
-                match self.follow_external(node.file, file, opath) {
+                match self.follow_external(node, file, opath) {
                     Ok((fidx, cid)) => {
                         let anchor = Arc::new(inode::Anchor {
                             file_name: file.clone(),
-                            h5_path: files::fold(std::path::Path::new(opath))
+                            h5_path: crate::model::resolver::fold(std::path::Path::new(opath))
                                 .to_string_lossy()
                                 .into_owned(),
                             mount_path: path.clone(),
@@ -293,6 +359,9 @@ impl H5Fs {
         }
         let owner = (self.opts.uid, self.opts.gid);
         let attr = match &node.kind {
+            NodeKind::HostDir { .. } | NodeKind::HostFile { .. } | NodeKind::FileRoot { .. } => {
+                self.host_attr(&node)?
+            }
             NodeKind::Symlink { target } => Attr::new(
                 ino,
                 FileKind::Symlink,
@@ -346,6 +415,10 @@ impl H5Fs {
         }
         let gen = self.listings_gen.load(Ordering::Acquire);
         let node = self.node(ino)?;
+        if let NodeKind::HostDir { rel } = &node.kind {
+            let listing = Arc::new(self.host_listing(&node, rel)?);
+            return Ok(self.keep_listing(ino, gen, listing));
+        }
         let id = self.group(&node)?;
         let links = self
             .file_of(&node)?
@@ -374,6 +447,8 @@ impl H5Fs {
                         FileKind::RegularFile
                     }
                 },
+                NodeKind::HostDir { .. } | NodeKind::FileRoot { .. } => FileKind::Directory,
+                NodeKind::HostFile { .. } => FileKind::RegularFile,
             };
             entries.push(DirEntry {
                 ino: child.ino,
@@ -383,11 +458,17 @@ impl H5Fs {
         }
         self.add_sidecars(&node, &mut entries);
         let listing = Arc::new(Listing::new(entries));
+        Ok(self.keep_listing(ino, gen, listing))
+    }
+
+    /// Keep `listing` as the listing of `ino`, unless a refresh dropped the listings since
+    /// generation `gen` (it was built from the file before it); the listing to serve.
+    fn keep_listing(&self, ino: u64, gen: u64, listing: Arc<Listing>) -> Arc<Listing> {
         let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
         if self.listings_gen.load(Ordering::Acquire) != gen {
-            return Ok(listing);
+            return listing;
         }
-        Ok(map.entry(ino).or_insert(listing).clone())
+        map.entry(ino).or_insert(listing).clone()
     }
 
     /// Check that `ino` is a directory that can be listed.
@@ -404,6 +485,11 @@ impl H5Fs {
             return self.sidecar_open(ino);
         }
         let node = self.node(ino)?;
+        match node.kind {
+            NodeKind::HostFile { .. } => return Ok(()),
+            NodeKind::HostDir { .. } => return Err(FsError::Errno(libc::EISDIR)),
+            _ => {}
+        }
         let id = self.object(&node)?;
         match self.kind(&node, id)? {
             ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
@@ -423,6 +509,9 @@ impl H5Fs {
             return Ok(0);
         }
         let node = self.node(ino)?;
+        if matches!(node.kind, NodeKind::HostFile { .. }) {
+            return Ok(0);
+        }
         let id = self.object(&node)?;
         if self.kind(&node, id)? != ObjectKind::Dataset {
             return Ok(0);
@@ -481,6 +570,14 @@ impl H5Fs {
         if std::env::var_os(TEST_PANIC_ENV).is_some_and(|p| p == node.path.as_str()) {
             panic!("test panic reading {}", node.path);
         }
+        match &node.kind {
+            NodeKind::HostFile { rel } => {
+                self.host_read(&node, rel, offset, size, out)?;
+                return Ok(read::Answer::Buffer);
+            }
+            NodeKind::HostDir { .. } => return Err(FsError::Errno(libc::EISDIR)),
+            _ => {}
+        }
         let id = self.object(&node)?;
         match self.kind(&node, id)? {
             ObjectKind::Group => Err(FsError::Errno(libc::EISDIR)),
@@ -508,14 +605,16 @@ impl H5Fs {
         }
         match &self.node(ino)?.kind {
             NodeKind::Symlink { target } => Ok(target.as_bytes().to_vec()),
-            NodeKind::Object(_) => Err(FsError::Errno(libc::EINVAL)),
+            _ => Err(FsError::Errno(libc::EINVAL)),
         }
     }
 
     /// All `user.*` xattrs of `ino`, computed on demand.
     fn xattrs(&self, node: &Node) -> FsResult<Vec<(String, Vec<u8>)>> {
-        let Some(id) = node.object() else {
-            return Ok(Vec::new());
+        let id = match node.kind {
+            NodeKind::Object(id) => id,
+            NodeKind::FileRoot { .. } => self.object(node)?,
+            _ => return Ok(Vec::new()),
         };
         let mut out = Vec::new();
         match self.kind(node, id)? {
@@ -598,7 +697,7 @@ impl H5Fs {
 
     /// The text of [`stats::STATS_XATTR`]: this mount's counters now.
     pub fn stats_text(&self) -> String {
-        let cache = self.files.main().chunk_cache().clone();
+        let cache = self.resolver.chunk_cache().clone();
         self.stats
             .snapshot(cache.stats(), cache.capacity(), self.prefetch.stats())
             .render()

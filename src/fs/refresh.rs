@@ -51,10 +51,9 @@ use std::time::Duration;
 
 use super::attr::{Attr, FileKind};
 use super::dir::Listing;
-use super::files::MAIN;
-use super::{read, views, H5Fs, Node};
+use super::{read, views, H5Fs, Mounted, Node, NodeKind};
 use crate::error::ErrorClass;
-use crate::model::{Dataset, File, ObjectId, ObjectKind, OpenOptions};
+use crate::model::{Dataset, File, ObjectId, ObjectKind};
 use crate::views::ViewKind;
 
 /// Granularity of the kernel's page cache invalidation: the largest common page size (64 KiB
@@ -139,8 +138,17 @@ impl Watcher {
         }
     }
 
-    /// Check the file once; refresh `fs` if it changed.
+    /// Check the file once; refresh `fs` if it changed. A mounted directory is checked
+    /// entry by entry ([`H5Fs::refresh_dir`]).
     pub fn check(&mut self, fs: &H5Fs) -> Outcome {
+        if matches!(fs.mounted, Mounted::Dir { .. }) {
+            let inv = fs.refresh_dir();
+            return if inv.is_empty() {
+                Outcome::Unchanged
+            } else {
+                Outcome::Refreshed(inv)
+            };
+        }
         let now = match Stamp::of(&self.path) {
             Ok(s) => s,
             Err(e) => return Outcome::Kept(format!("{}: {e}", self.path.display())),
@@ -250,16 +258,14 @@ impl H5Fs {
     }
 
     fn refresh_now(&self) -> Result<Vec<Invalidation>, String> {
-        let old = self.files.main();
-        let options = OpenOptions {
-            cache_bytes: old.chunk_cache().capacity(),
-            allow_outside_paths: old.allow_outside_paths(),
+        let Mounted::File { idx, held } = &self.mounted else {
+            return Ok(self.refresh_dir());
         };
+        let old = self.main_file().ok_or("no mounted file")?;
         // The same cache, under a new file id: the old view's chunks are never served for the
         // new one and age out, and files reached through external links, opened on this
         // cache, keep sharing the one budget.
-        let new = File::open_sharing_cache(old.path(), &options, old.chunk_cache().clone())
-            .map_err(|e| e.to_string())?;
+        let new = self.resolver.open_fresh(*idx).map_err(|e| e.to_string())?;
         if new.root() != old.root() {
             return Err(format!(
                 "root group moved from {:#x} to {:#x} (another file?); not followed",
@@ -284,7 +290,8 @@ impl H5Fs {
         // Swap first, then drop what was computed from the old file: a reader that fetches a
         // node after `reset_attrs` sees the new file (see `InodeTable::reset_attrs` and the
         // listings generation).
-        self.files.replace_main(new.clone());
+        self.resolver.replace(*idx, new.clone(), true);
+        *held.lock().unwrap_or_else(|e| e.into_inner()) = new.clone();
         self.inodes.reset_attrs();
         {
             let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
@@ -323,12 +330,124 @@ impl H5Fs {
         }
     }
 
+    /// Check a mounted directory once: directories whose entries changed are listed again,
+    /// and HDF5 files that changed are closed so their next use reads them afresh (each
+    /// one's objects, listings and attributes are dropped). Returns what the kernel must
+    /// forget (nothing when nothing changed).
+    pub fn refresh_dir(&self) -> Vec<Invalidation> {
+        let stamps: Vec<(u64, Stamp)> = self
+            .host_stamps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        let mut out = Vec::new();
+        let mut changed_dirs = Vec::new();
+        let mut changed_files = Vec::new();
+        for (ino, was) in stamps {
+            let Some(node) = self.inodes.get(ino) else {
+                continue;
+            };
+            let Some(rel) = node.host_path() else {
+                continue;
+            };
+            if Stamp::of(&self.host_abs(rel)).ok() == Some(was) {
+                continue;
+            }
+            match node.kind {
+                NodeKind::HostDir { .. } => changed_dirs.push(ino),
+                _ => changed_files.push(node),
+            }
+        }
+        if changed_dirs.is_empty() && changed_files.is_empty() {
+            return out;
+        }
+        let before: HashMap<u64, Arc<Listing>> = {
+            let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
+            self.listings_gen.fetch_add(1, Ordering::AcqRel);
+            let mut before = HashMap::new();
+            for ino in &changed_dirs {
+                if let Some(l) = map.remove(ino) {
+                    before.insert(*ino, l);
+                }
+            }
+            for f in changed_files.iter().filter(|f| f.is_file_root()) {
+                let gone: Vec<u64> = map
+                    .keys()
+                    .copied()
+                    .filter(|&i| self.inodes.get(i).is_some_and(|n| n.file == f.file))
+                    .collect();
+                for ino in gone {
+                    map.remove(&ino);
+                    out.push(Invalidation::Inode { ino, from: Some(0) });
+                }
+            }
+            before
+        };
+        {
+            let mut stamps = self.host_stamps.lock().unwrap_or_else(|e| e.into_inner());
+            for ino in &changed_dirs {
+                stamps.remove(ino);
+            }
+            for f in &changed_files {
+                stamps.remove(&f.ino);
+            }
+        }
+        for f in &changed_files {
+            out.push(Invalidation::Inode {
+                ino: f.ino,
+                from: Some(0),
+            });
+            if !f.is_file_root() {
+                continue;
+            }
+            log::info!("{}: changed on disk; read afresh", f.path);
+            self.resolver.forget(f.file);
+            for node in self.inodes.nodes() {
+                if node.file == f.file && node.attr.get().is_some() {
+                    out.push(Invalidation::Inode {
+                        ino: node.ino,
+                        from: Some(0),
+                    });
+                }
+            }
+        }
+        self.inodes.reset_attrs();
+        for (dir, was) in before {
+            let now = self.listing(dir).ok();
+            for e in &was.entries {
+                if now.as_ref().and_then(|l| l.find(&e.name)) != Some(e) {
+                    out.push(Invalidation::Entry {
+                        parent: dir,
+                        name: e.name.clone(),
+                    });
+                }
+            }
+            for e in now.iter().flat_map(|l| l.entries.iter()) {
+                if was.find(&e.name).is_none() {
+                    out.push(Invalidation::Entry {
+                        parent: dir,
+                        name: e.name.clone(),
+                    });
+                }
+            }
+            out.push(Invalidation::Inode {
+                ino: dir,
+                from: Some(0),
+            });
+        }
+        self.wakeup.swapped();
+        self.stats().on_refresh();
+        out
+    }
+
     /// Every object of the mounted file the kernel knows must still be readable in `new`
     /// where it was in `old`.
     fn check_new(&self, old: &File, new: &File, before: &Before) -> Result<(), String> {
         let fail = |n: &Node, e: crate::error::Error| format!("{}: {e}", n.path);
         for (node, _) in &before.nodes {
-            let Some(id) = node.object().filter(|_| node.file == MAIN) else {
+            let Some(id) = node.object().filter(|_| node.file == old.idx()) else {
                 continue;
             };
             let Ok(kind) = old.kind(id) else {
@@ -375,7 +494,7 @@ impl H5Fs {
             }
             let from = if now.kind == FileKind::RegularFile && now.size != was.size {
                 let grew = now.size > was.size
-                    && node.file == MAIN
+                    && node.file == old.idx()
                     && node.object().is_some_and(|id| appended(old, new, id));
                 if !grew {
                     log::warn!(
@@ -490,7 +609,7 @@ mod tests {
     }
 
     fn mount(path: &Path, npy: bool) -> H5Fs {
-        let file = File::open(path, &OpenOptions::default()).unwrap();
+        let file = File::open(path, &crate::model::OpenOptions::default()).unwrap();
         let views = ViewOptions {
             npy,
             envi: false,

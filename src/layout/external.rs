@@ -7,37 +7,73 @@
 //! file's end read as zeros, and a file that cannot be opened fails only the reads that touch
 //! it, with an error naming the file.
 //!
-//! Files are opened on first use and kept open (at most [`MAX_OPEN_FILES`]) so a sequential
-//! read does not reopen per call.
+//! Files are opened through a [`RawOpener`]: in a mount, the one resolver of other files
+//! (`model::resolver`), which applies the mount's path policy and keeps every descriptor in
+//! its one bounded set of open files.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
 use super::ExternalSegment;
 
-/// Open external files kept per dataset. A dataset rarely has more than a few; the bound only
-/// stops a crafted segment list from exhausting file descriptors.
-pub const MAX_OPEN_FILES: usize = 16;
+/// Opens the raw files of external storage.
+pub trait RawOpener: Send + Sync + std::fmt::Debug {
+    /// The path of the external file `name` named in a file whose directory is `dir`, if the
+    /// policy lets it be read (an error says why not). A missing file is not an error here:
+    /// it fails the reads that touch it.
+    fn check(&self, dir: &Path, name: &str) -> Result<PathBuf>;
+
+    /// An open descriptor of `path` (a path [`RawOpener::check`] returned), kept as long as
+    /// the caller holds it.
+    fn open_raw(&self, path: &Path) -> Result<Arc<File>>;
+}
+
+/// A [`RawOpener`] with no policy and no reuse: every read opens the file (tests).
+#[derive(Debug, Default)]
+pub struct PlainOpener;
+
+impl RawOpener for PlainOpener {
+    fn check(&self, dir: &Path, name: &str) -> Result<PathBuf> {
+        Ok(dir.join(name))
+    }
+
+    fn open_raw(&self, path: &Path) -> Result<Arc<File>> {
+        crate::io::storage::open_data_file(path)
+            .map(Arc::new)
+            .map_err(|e| Error::Io {
+                what: "external data file",
+                addr: 0,
+                len: 0,
+                source: std::io::Error::new(e.kind(), format!("{}: {e}", path.display())),
+            })
+    }
+}
+
+/// The segments of an externally stored dataset and how to open their files.
+#[derive(Clone, Debug)]
+pub struct ExternalFiles {
+    pub segments: Vec<ExternalSegment>,
+    pub opener: Arc<dyn RawOpener>,
+}
 
 /// An externally stored dataset.
 #[derive(Debug)]
 pub(crate) struct External {
     /// Segments with the dataset offset at which each starts, in order.
     segments: Vec<(u64, ExternalSegment)>,
-    files: Mutex<HashMap<PathBuf, Arc<File>>>,
+    opener: Arc<dyn RawOpener>,
 }
 
 impl External {
     /// `len` is the dataset's byte length, `id` its object header address (for errors).
-    pub(crate) fn new(list: Vec<ExternalSegment>, len: u64, id: u64) -> Result<External> {
+    pub(crate) fn new(files: ExternalFiles, len: u64, id: u64) -> Result<External> {
         let mut start = 0u64;
-        let mut segments = Vec::with_capacity(list.len());
-        for seg in list {
+        let mut segments = Vec::with_capacity(files.segments.len());
+        for seg in files.segments {
             if start >= len {
                 break;
             }
@@ -54,31 +90,11 @@ impl External {
         }
         Ok(External {
             segments,
-            files: Mutex::new(HashMap::new()),
+            opener: files.opener,
         })
     }
 
-    fn open(&self, path: &Path) -> Result<Arc<File>> {
-        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = files.get(path) {
-            return Ok(f.clone());
-        }
-        let f = Arc::new(
-            crate::io::storage::open_data_file(path).map_err(|e| Error::Io {
-                what: "external data file",
-                addr: 0,
-                len: 0,
-                source: std::io::Error::new(e.kind(), format!("{}: {e}", path.display())),
-            })?,
-        );
-        if files.len() >= MAX_OPEN_FILES {
-            files.clear();
-        }
-        files.insert(path.to_path_buf(), f.clone());
-        Ok(f)
-    }
-
-    /// Fill `buf` from `offset`; the caller has clipped the range to the dataset.
+/// Fill `buf` from `offset`; the caller has clipped the range to the dataset.
     pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let end = offset + buf.len() as u64;
         // First segment that ends after `offset`.
@@ -98,7 +114,7 @@ impl External {
             let pos = seg.offset.checked_add(lo - start).ok_or_else(|| {
                 Error::corrupt("external data file", seg.offset, "segment offset overflows")
             })?;
-            let file = self.open(&seg.path)?;
+            let file = self.opener.open_raw(&seg.path)?;
             read_or_zero(&file, &seg.path, pos, dst)?;
         }
         Ok(())
@@ -132,6 +148,13 @@ fn read_or_zero(file: &File, path: &Path, pos: u64, dst: &mut [u8]) -> Result<()
 mod tests {
     use super::*;
 
+    fn files(segments: Vec<ExternalSegment>) -> ExternalFiles {
+        ExternalFiles {
+            segments,
+            opener: Arc::new(PlainOpener),
+        }
+    }
+
     fn seg(path: &Path, offset: u64, size: u64) -> ExternalSegment {
         ExternalSegment {
             path: path.to_path_buf(),
@@ -149,7 +172,7 @@ mod tests {
         std::fs::write(&b, [0xaa; 6]).unwrap();
         let missing = dir.path().join("gone.bin");
         let e = External::new(
-            vec![seg(&a, 4, 10), seg(&b, 2, 8), seg(&missing, 0, u64::MAX)],
+            files(vec![seg(&a, 4, 10), seg(&b, 2, 8), seg(&missing, 0, u64::MAX)]),
             30,
             0,
         )
@@ -170,7 +193,7 @@ mod tests {
     #[test]
     fn segments_must_cover_dataset() {
         let p = Path::new("/nonexistent");
-        assert!(External::new(vec![seg(p, 0, 10), seg(p, 0, 5)], 16, 0x99).is_err());
-        assert!(External::new(vec![seg(p, 0, 10), seg(p, 0, 6)], 16, 0).is_ok());
+        assert!(External::new(files(vec![seg(p, 0, 10), seg(p, 0, 5)]), 16, 0x99).is_err());
+        assert!(External::new(files(vec![seg(p, 0, 10), seg(p, 0, 6)]), 16, 0).is_ok());
     }
 }

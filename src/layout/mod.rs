@@ -56,7 +56,7 @@ pub struct LayoutParams {
     pub fill: Option<Vec<u8>>,
     pub filters: FilterPipeline,
     /// Resolved external storage segments, if the dataset has an external file list.
-    pub external: Option<Vec<ExternalSegment>>,
+    pub external: Option<external::ExternalFiles>,
     /// The shared chunk cache.
     pub cache: Arc<ChunkCache>,
     /// Id of the dataset within its file (its object header address; also named in errors).
@@ -117,8 +117,8 @@ impl DataReader {
                 ));
             }
         }
-        let kind = if let Some(segments) = &params.external {
-            Kind::External(external::External::new(segments.clone(), len, id)?)
+        let kind = if let Some(files) = &params.external {
+            Kind::External(external::External::new(files.clone(), len, id)?)
         } else {
             match &params.layout.class {
                 LayoutClass::Compact { data } => {
@@ -309,15 +309,17 @@ mod tests {
                 },
                 "external" => {
                     let segs = e["external"].as_array().unwrap();
-                    external = Some(
-                        segs.iter()
+                    external = Some(external::ExternalFiles {
+                        segments: segs
+                            .iter()
                             .map(|s| ExternalSegment {
                                 path: s[0].as_str().unwrap().into(),
                                 offset: s[1].as_u64().unwrap(),
                                 size: s[2].as_u64().unwrap(),
                             })
                             .collect(),
-                    );
+                        opener: Arc::new(external::PlainOpener),
+                    });
                     LayoutClass::Contiguous {
                         addr: u64::MAX,
                         size: 0,

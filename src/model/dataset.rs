@@ -15,6 +15,7 @@ use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
 use crate::format::messages::layout::{ChunkIndexSpec, Layout, LayoutClass};
 use crate::format::messages::{types, Message};
 use crate::format::object_header::ObjectHeader;
+use crate::layout::external::{ExternalFiles, RawOpener};
 use crate::layout::{DataReader, ExternalSegment, LayoutParams};
 
 /// What `inspect` and xattrs show of a dataset.
@@ -293,65 +294,29 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
 
 /// Resolve external file names (local heap) to paths relative to the HDF5 file's directory,
 /// which is what libhdf5 does with an `${ORIGIN}` prefix; its default (the process's current
-/// directory) means nothing for a daemon. Names that are absolute or climb out of that
-/// directory with `..` are refused unless [`super::OpenOptions::allow_outside_paths`]: a file
-/// from elsewhere must not make the mount show arbitrary host files. The check is on the name
-/// (host symlinks inside the directory tree are the host's own business).
-fn external_segments(file: &File, efl: &ExternalFileList) -> Result<Vec<ExternalSegment>> {
+/// directory) means nothing for a daemon. Each name goes through the file's resolver, whose
+/// path policy ([`super::resolver`]) refuses names that lead outside the mount's root, and
+/// whose bounded set of open files holds the descriptors.
+fn external_segments(file: &File, efl: &ExternalFileList) -> Result<ExternalFiles> {
     let heap = LocalHeap::read(file.storage(), efl.heap_addr, file.sizes())?;
     let dir = file.dir();
-    efl.slots
+    let resolver = file
+        .resolver()
+        .ok_or_else(|| Error::NotFound("external storage: the mount is closing".into()))?;
+    let segments = efl
+        .slots
         .iter()
         .map(|s| {
             let name = String::from_utf8_lossy(heap.string_at(s.name_offset)?).into_owned();
-            if !file.allow_outside_paths && leaves_directory(&name) {
-                return Err(Error::unsupported(
-                    "external storage file",
-                    format!(
-                        "{name:?} is outside the HDF5 file's directory \
-                         (mount option allow_external_paths follows it)"
-                    ),
-                ));
-            }
             Ok(ExternalSegment {
-                path: dir.join(name),
+                path: resolver.check(&dir, &name)?,
                 offset: s.file_offset,
                 size: s.size,
             })
         })
-        .collect()
-}
-
-/// True if the relative-or-absolute `name` does not stay below the directory it is joined to.
-pub(super) fn leaves_directory(name: &str) -> bool {
-    if name.starts_with('/') {
-        return true;
-    }
-    let mut depth = 0usize;
-    for c in name.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => match depth.checked_sub(1) {
-                Some(d) => depth = d,
-                None => return true,
-            },
-            _ => depth += 1,
-        }
-    }
-    false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::leaves_directory;
-
-    #[test]
-    fn external_names_outside_the_directory() {
-        for n in ["/etc/passwd", "../x.bin", "a/../../x", "..", "//x"] {
-            assert!(leaves_directory(n), "{n}");
-        }
-        for n in ["x.bin", "sub/x.bin", "a/../x", "./x", "..x", "a/.."] {
-            assert!(!leaves_directory(n), "{n}");
-        }
-    }
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ExternalFiles {
+        segments,
+        opener: resolver,
+    })
 }

@@ -8,10 +8,11 @@
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use lru::LruCache;
 
+use super::resolver::{self, FileIdx, Resolver};
 use super::{Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind};
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
@@ -27,10 +28,14 @@ use crate::io::{Sizes, Storage, UNDEFINED_ADDR};
 pub struct OpenOptions {
     /// Bytes of decoded chunks to cache.
     pub cache_bytes: u64,
-    /// Follow external storage file names that are absolute or climb out of the HDF5 file's
-    /// directory with `..` (refused by default: a file from elsewhere must not make the mount
-    /// show bytes of arbitrary host files).
+    /// Follow names of other files (external links, virtual-dataset sources, external
+    /// storage) that lead outside the root (refused by default: a file from elsewhere must not
+    /// make the mount show bytes of arbitrary host files). See [`super::resolver`].
     pub allow_outside_paths: bool,
+    /// Most files open at once, this one and the ones it leads to.
+    pub max_open_files: usize,
+    /// The directory other files must stay inside; default: this file's directory.
+    pub root: Option<PathBuf>,
 }
 
 impl Default for OpenOptions {
@@ -38,8 +43,18 @@ impl Default for OpenOptions {
         OpenOptions {
             cache_bytes: 256 << 20,
             allow_outside_paths: false,
+            max_open_files: resolver::DEFAULT_MAX_OPEN_FILES,
+            root: None,
         }
     }
+}
+
+/// How a file reaches the resolver of the other files it names.
+enum Back {
+    /// Opened on its own ([`File::open`]): it owns its resolver, which holds it weakly.
+    Owner(Arc<Resolver>),
+    /// Opened by a resolver, which owns it.
+    Member(Weak<Resolver>),
 }
 
 /// Object headers kept parsed (each is small: its messages' bytes).
@@ -50,6 +65,9 @@ const LINKS_CACHE_ENTRIES: usize = 1024;
 const DATASET_CACHE_ENTRIES: usize = 4096;
 /// Soft links followed while resolving one path (as the kernel's ELOOP limit).
 const MAX_SOFT_LINK_HOPS: usize = 40;
+/// External links followed while resolving one path (libhdf5's default limit on link
+/// traversals is 16).
+pub const MAX_EXTERNAL_HOPS: usize = 16;
 
 /// An open HDF5 file. Shared between threads behind an `Arc`.
 pub struct File {
@@ -57,8 +75,9 @@ pub struct File {
     pub(super) superblock: Superblock,
     root: ObjectId,
     path: PathBuf,
-    /// [`OpenOptions::allow_outside_paths`].
-    pub(super) allow_outside_paths: bool,
+    /// This file's index in its resolver.
+    idx: FileIdx,
+    back: Back,
     pub(super) chunk_cache: Arc<ChunkCache>,
     /// This file's id in the chunk cache ([`ChunkCache::new_file_id`]): files sharing one
     /// cache never meet.
@@ -84,24 +103,41 @@ fn cap(n: usize) -> NonZeroUsize {
 }
 
 impl File {
-    /// Open and parse the superblock and root object header.
+    /// Open and parse the superblock and root object header. Other files it names are found
+    /// by a resolver of its own, rooted at `options.root` (default: this file's directory).
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Arc<File>> {
-        let cache = Arc::new(ChunkCache::new(options.cache_bytes));
-        File::open_sharing_cache(path, options, cache)
+        let resolver = Resolver::new(resolver::standalone(path, options));
+        let idx = resolver.register_path(&resolver::absolute(path))?;
+        let cache = resolver.chunk_cache().clone();
+        let cache_file = cache.new_file_id();
+        let file = File::open_with(path, Back::Owner(resolver.clone()), idx, cache, cache_file)?;
+        resolver.adopt(idx, &file);
+        Ok(file)
     }
 
-    /// Open as [`File::open`] does, but decode chunks into `cache`, shared with other files
-    /// (`options.cache_bytes` is not used), under a file id of its own.
-    pub fn open_sharing_cache(
+    /// Open `path` as file `idx` of `resolver`, decoding into `cache` under `cache_file`.
+    pub(super) fn open_member(
         path: &Path,
-        options: &OpenOptions,
+        resolver: Weak<Resolver>,
+        idx: FileIdx,
         cache: Arc<ChunkCache>,
+        cache_file: u64,
+    ) -> Result<Arc<File>> {
+        File::open_with(path, Back::Member(resolver), idx, cache, cache_file)
+    }
+
+    fn open_with(
+        path: &Path,
+        back: Back,
+        idx: FileIdx,
+        cache: Arc<ChunkCache>,
+        cache_file: u64,
     ) -> Result<Arc<File>> {
         let raw = Storage::open(path).map_err(|source| Error::Io {
             what: "HDF5 file",
             addr: 0,
             len: 0,
-            source,
+            source: std::io::Error::new(source.kind(), format!("{}: {source}", path.display())),
         })?;
         let (superblock, storage) = Superblock::locate(&raw)?;
         let file = File {
@@ -109,8 +145,9 @@ impl File {
             root: ObjectId(superblock.root_addr),
             superblock,
             path: path.to_path_buf(),
-            allow_outside_paths: options.allow_outside_paths,
-            cache_file: cache.new_file_id(),
+            idx,
+            back,
+            cache_file,
             chunk_cache: cache,
             headers: Mutex::new(LruCache::new(cap(HEADER_CACHE_ENTRIES))),
             links: Mutex::new(LruCache::new(cap(LINKS_CACHE_ENTRIES))),
@@ -122,10 +159,24 @@ impl File {
         Ok(Arc::new(file))
     }
 
-    /// Whether external names may lead outside the file's directory
+    /// The resolver of the other files this one names (`None` only while a mount is being
+    /// torn down).
+    pub fn resolver(&self) -> Option<Arc<Resolver>> {
+        match &self.back {
+            Back::Owner(r) => Some(r.clone()),
+            Back::Member(w) => w.upgrade(),
+        }
+    }
+
+    /// This file's index in its resolver.
+    pub fn idx(&self) -> FileIdx {
+        self.idx
+    }
+
+    /// Whether names of other files may lead outside the root
     /// ([`OpenOptions::allow_outside_paths`]).
     pub fn allow_outside_paths(&self) -> bool {
-        self.allow_outside_paths
+        self.resolver().is_some_and(|r| r.allow_outside_paths())
     }
 
     /// Path the file was opened from.
@@ -138,7 +189,7 @@ impl File {
         &self.superblock
     }
 
-    /// This file's id in its chunk cache (see [`File::open_sharing_cache`]).
+    /// This file's id in its chunk cache (kept across reopens by its resolver).
     pub fn cache_file(&self) -> u64 {
         self.cache_file
     }
@@ -347,6 +398,78 @@ impl File {
             cur = next;
         }
         Ok(cur)
+    }
+
+    /// Resolve an absolute path as [`File::resolve`] does, going on through external links
+    /// into the files they name (opened by this file's resolver, under its path policy), as
+    /// libhdf5's traversal does: the file and object the path leads to.
+    pub fn follow(self: &Arc<File>, path: &str) -> Result<(Arc<File>, ObjectId)> {
+        let mut file = self.clone();
+        let mut path = path.to_string();
+        for _ in 0..=MAX_EXTERNAL_HOPS {
+            let err = match file.resolve(&path) {
+                Ok(id) => return Ok((file, id)),
+                Err(e) => e,
+            };
+            // The path goes on in another file from the first component that is an external
+            // link (a chain when it is the last one).
+            let Some((name, next)) = file.external_step(&path) else {
+                return Err(err);
+            };
+            file = file.open_linked(&name)?;
+            path = next;
+        }
+        Err(Error::limit(
+            "external link",
+            0,
+            format!("more than {MAX_EXTERNAL_HOPS} external links in a chain"),
+        ))
+    }
+
+    /// The object an external link of this file to `name`::`path` leads to.
+    pub fn follow_external(
+        self: &Arc<File>,
+        name: &str,
+        path: &str,
+    ) -> Result<(Arc<File>, ObjectId)> {
+        self.open_linked(name)?.follow(path)
+    }
+
+    /// The file an external link of this file names.
+    fn open_linked(&self, name: &str) -> Result<Arc<File>> {
+        let r = self
+            .resolver()
+            .ok_or_else(|| Error::NotFound(format!("{name}: the mount is closing")))?;
+        Ok(r.open_named(&self.dir(), name, "external link")?.1)
+    }
+
+    /// Where `path` goes on when it does not resolve in this file because one of its
+    /// components is an external link: that link's file, and its path followed by the
+    /// components after it.
+    fn external_step(&self, path: &str) -> Option<(String, String)> {
+        let comps: Vec<&str> = path
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        let mut parent = self.root;
+        for (k, comp) in comps.iter().enumerate() {
+            match self.resolve(&format!("/{}", comps[..=k].join("/"))) {
+                Ok(id) => parent = id,
+                Err(_) => {
+                    let LinkTarget::External { file, path } = self.lookup(parent, comp).ok()??.target
+                    else {
+                        return None;
+                    };
+                    let rest = comps[k + 1..].join("/");
+                    return Some(if rest.is_empty() {
+                        (file, path)
+                    } else {
+                        (file, format!("{}/{rest}", path.trim_end_matches('/')))
+                    });
+                }
+            }
+        }
+        None
     }
 
     /// The dataset at `id` (parsed once, then cached).

@@ -7,11 +7,13 @@ pub mod file;
 pub mod group;
 mod sohm;
 pub mod value;
+pub mod resolver;
 pub mod virtual_ds;
 
 pub use attribute::Attribute;
 pub use dataset::{Dataset, DatasetInfo};
 pub use file::{File, OpenOptions};
+pub use resolver::{FileIdx, Resolver, ResolverOptions};
 pub use group::{Link, LinkTarget};
 
 /// Identity of an object: the relative address of its object header. Hard links to one object

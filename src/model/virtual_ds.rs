@@ -28,18 +28,19 @@
 //! refuses the read (unsupported) rather than serve bytes of another type.
 //!
 //! Sources in the same file are opened through the same [`File`] when the VDS is opened;
-//! sources in other files are opened on first read, relative to the VDS file's directory,
-//! and decode into the VDS file's chunk cache (each under its own file id), so the mount's
-//! cache size bounds them all.
+//! sources in other files are found on first read, relative to the VDS file's directory, by
+//! the file's resolver ([`super::resolver`]): its path policy, its bound on open files and
+//! its one chunk cache hold for sources as for every other file. A source is kept as its
+//! file's index and its dataset's address, not as an open file, so a VDS over many thousand
+//! files holds no more descriptors than the bound.
 
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock, Weak};
 
-use super::file::{File, OpenOptions};
-use super::Dataset;
-use crate::cache::ChunkCache;
+use super::file::File;
+use super::resolver::{FileIdx, Resolver};
+use super::{Dataset, ObjectId};
 use crate::error::{Error, ErrorClass, Result};
 use crate::format::global_heap::GlobalHeapCollection;
 use crate::format::messages::datatype::Datatype;
@@ -85,7 +86,8 @@ enum Source {
     /// File or dataset absent: the region reads as the fill value.
     Missing,
     Ready {
-        dset: Arc<Dataset>,
+        file: FileIdx,
+        dset: ObjectId,
         sel: Sel,
     },
     /// Present but unusable (corrupt, different type): reads fail with this.
@@ -112,15 +114,11 @@ pub struct VirtualReader {
     len: u64,
     fill: Vec<u8>,
     dtype: Datatype,
+    /// The VDS file's directory (relative source names start there).
     dir: PathBuf,
-    /// Whether source files may lie outside the VDS file's directory tree (mount option).
-    allow_outside_paths: bool,
+    /// The VDS file's resolver, which finds and bounds the source files.
+    resolver: Weak<Resolver>,
     subs: Vec<Sub>,
-    /// Source files by path (`None`: missing), opened on first use.
-    files: Mutex<HashMap<PathBuf, Option<Arc<File>>>>,
-    /// The VDS file's chunk cache, which source files share (each under its own file id):
-    /// however many sources are read, decoded chunks stay within the one budget.
-    cache: Arc<ChunkCache>,
 }
 
 impl std::fmt::Debug for VirtualReader {
@@ -208,10 +206,8 @@ impl VirtualReader {
                 .unwrap_or_else(|| vec![0; esize as usize]),
             dtype: dtype.clone(),
             dir: file.dir(),
-            allow_outside_paths: file.allow_outside_paths,
+            resolver: file.resolver().as_ref().map_or_else(Weak::new, Arc::downgrade),
             subs: Vec::new(),
-            files: Mutex::new(HashMap::new()),
-            cache: file.chunk_cache().clone(),
         };
         // Virtual selections with their sources, before the extent is known.
         let mut pending: Vec<(Vec<Dim>, &VdsMapping, Source)> = Vec::new();
@@ -370,37 +366,31 @@ impl VirtualReader {
         self.len == 0
     }
 
-    /// Open the source file `name` (`.` = `file` itself; relative names from the VDS file's
-    /// directory); `None` if it does not exist.
+    fn resolver(&self) -> Result<Arc<Resolver>> {
+        self.resolver
+            .upgrade()
+            .ok_or_else(|| Error::NotFound("virtual dataset source: the mount is closing".into()))
+    }
+
+    /// The source file `name` (relative names from the VDS file's directory); `None` if it
+    /// does not exist.
     fn source_file(&self, name: &str, quiet: bool) -> Result<Option<Arc<File>>> {
-        if !self.allow_outside_paths && super::dataset::leaves_directory(name) {
-            return Err(Error::unsupported(
-                "virtual dataset source",
-                format!("{name:?} lies outside the file's directory (mount option allow_external_paths)"),
-            ));
-        }
-        let path = self.dir.join(name);
-        if let Some(f) = self.files.lock().unwrap().get(&path) {
-            return Ok(f.clone());
-        }
-        let f = if Path::new(&path).exists() {
-            let opts = OpenOptions {
-                cache_bytes: self.cache.capacity(),
-                allow_outside_paths: self.allow_outside_paths,
-            };
-            Some(File::open_sharing_cache(&path, &opts, self.cache.clone())?)
-        } else {
-            if !quiet {
-                log::warn!(
-                    "virtual dataset at {:#x}: source file {} is missing; its region reads as fill",
-                    self.addr,
-                    path.display()
-                );
+        match self
+            .resolver()?
+            .open_named(&self.dir, name, "virtual dataset source")
+        {
+            Ok((_, f)) => Ok(Some(f)),
+            Err(Error::NotFound(what)) => {
+                if !quiet {
+                    log::warn!(
+                        "virtual dataset at {:#x}: {what} is missing; its region reads as fill",
+                        self.addr
+                    );
+                }
+                Ok(None)
             }
-            None
-        };
-        self.files.lock().unwrap().insert(path, f.clone());
-        Ok(f)
+            Err(e) => Err(e),
+        }
     }
 
     /// Find a source dataset and build its selection. Missing files and datasets give
@@ -413,7 +403,7 @@ impl VirtualReader {
         select: &Selection,
         quiet: bool,
     ) -> Result<Source> {
-        let found = nested(self.addr, || -> Result<Option<Arc<Dataset>>> {
+        let found = nested(self.addr, || -> Result<Option<(FileIdx, Arc<Dataset>)>> {
             let other;
             let f: &File = if file_name == "." {
                 file
@@ -427,7 +417,7 @@ impl VirtualReader {
                 }
             };
             match f.resolve(dataset_name) {
-                Ok(id) => Ok(Some(f.dataset(id)?)),
+                Ok(id) => Ok(Some((f.idx(), f.dataset(id)?))),
                 Err(e) if e.errno_class() == ErrorClass::NotFound => {
                     if !quiet {
                         log::warn!(
@@ -444,7 +434,7 @@ impl VirtualReader {
             class: e.errno_class(),
             message: format!("source {dataset_name} in {file_name}: {e}"),
         };
-        let dset = match found {
+        let (src_file, dset) = match found {
             Ok(Some(d)) => d,
             Ok(None) => return Ok(Source::Missing),
             Err(e) => return Ok(failed(e)),
@@ -476,7 +466,11 @@ impl VirtualReader {
             _ => Sel::build(select, &sdims),
         };
         Ok(match built {
-            Ok(sel) => Source::Ready { dset, sel },
+            Ok(sel) => Source::Ready {
+                file: src_file,
+                dset: dset.id,
+                sel,
+            },
             Err(e) => failed(e),
         })
     }
@@ -546,7 +540,10 @@ impl VirtualReader {
                             _ => Error::corrupt("virtual dataset source", self.addr, message),
                         })
                     }
-                    Source::Ready { dset, sel } => (dset, sel),
+                    Source::Ready { file, dset, sel } => {
+                        let dset = self.resolver()?.get(*file)?.dataset(*dset)?;
+                        (dset, sel)
+                    }
                 };
                 let (lo, hi) = (runs[0].1, runs[runs.len() - 1].1 + runs[runs.len() - 1].2);
                 let wanted: u64 = runs.iter().map(|r| r.2).sum();
@@ -558,7 +555,7 @@ impl VirtualReader {
                     // Many short virtual runs (strides, interleaving) over a compact stretch
                     // of source ordinals: read that stretch in source-sized runs, then scatter.
                     let mut tmp = self.fill.repeat(span as usize);
-                    copy_source(dset, ssel, lo, span, es, &mut tmp)?;
+                    copy_source(&dset, ssel, lo, span, es, &mut tmp)?;
                     for (lin, ord, len) in runs {
                         let (a, b) = (((ord - lo) * es) as usize, ((ord - lo + len) * es) as usize);
                         let d = ((lin - e0) * es) as usize;
@@ -568,7 +565,7 @@ impl VirtualReader {
                     for (lin, ord, len) in runs {
                         let d = ((lin - e0) * es) as usize;
                         copy_source(
-                            dset,
+                            &dset,
                             ssel,
                             ord,
                             len,

@@ -1,0 +1,357 @@
+//! Directory mounts: `h5mount DIR MOUNTPOINT` serves a directory of HDF5 files as one tree.
+//!
+//! Subdirectories are directories. Each HDF5 file (recognised by the format signature at
+//! offset 0, 512, 1024, 2048, ..., where a superblock may start after a user block; never by
+//! its name) is a directory of the same name holding the file's tree. Every other regular
+//! file is passed through byte for byte, read-only. FIFOs, sockets and devices are left out.
+//!
+//! Listing is lazy: building a directory's listing reads the directory and, of each regular
+//! file, only the eight signature bytes at those offsets; no file is parsed. Attributes of
+//! entries (times, sizes) come from `stat` of the host entry. An HDF5 file is parsed at the
+//! first lookup or listing inside it, by the mount's resolver (`model::resolver`), which also
+//! closes it again under the bound on open files; a file that cannot be parsed fails with
+//! `EIO` its own directory only, with one log line naming it.
+//!
+//! Symlinks in the directory are resolved on the host. One that leads to an entry inside the
+//! mounted directory is shown as a symlink to that entry's place in the mount (relative, so it
+//! works wherever the mount is); one that leads outside is left out, unless the mount allows
+//! outside paths (`allow_external_paths`), when it keeps its own text; a dangling one is left
+//! out. Each left-out entry is logged once.
+//!
+//! Every entry is numbered by its path below the mount root (see `inode`), so an inode stays
+//! the same for the life of the mount; the objects inside each file are numbered per file,
+//! and external links and virtual-dataset sources between the files reach the same files
+//! (one resolver, one index per file) and so the same inodes as browsing does.
+//!
+//! With `--refresh`, each directory whose listing was built, and each file whose attributes
+//! were asked, is checked every period: entries added or removed appear and disappear, and a
+//! changed HDF5 file is closed and read afresh at its next use ([`H5Fs::refresh_dir`]).
+
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::attr::{Attr, FileKind};
+use super::dir::{self, DirEntry, Listing};
+use super::refresh::Stamp;
+use super::{FsError, FsResult, H5Fs, Mounted, Node, NodeKind};
+use crate::model::FileIdx;
+
+/// The HDF5 format signature.
+pub const SIGNATURE: [u8; 8] = *b"\x89HDF\r\n\x1a\n";
+
+/// Whether the open file `f` of `len` bytes holds an HDF5 superblock: its signature at
+/// offset 0 or at a power of two from 512 on, as the format places it after a user block.
+pub fn is_hdf5(f: &std::fs::File, len: u64) -> std::io::Result<bool> {
+    let mut at = 0u64;
+    let mut buf = [0u8; 8];
+    while at.saturating_add(8) <= len {
+        let mut done = 0;
+        while done < buf.len() {
+            match f.read_at(&mut buf[done..], at + done as u64) {
+                Ok(0) => return Ok(false),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if buf == SIGNATURE {
+            return Ok(true);
+        }
+        at = if at == 0 { 512 } else { at.saturating_mul(2) };
+    }
+    Ok(false)
+}
+
+/// Whether the file at `path` is HDF5 (see [`is_hdf5`]); a file that cannot be opened or
+/// read is not.
+pub fn path_is_hdf5(path: &Path) -> bool {
+    let Ok(f) = crate::io::storage::open_data_file(path) else {
+        return false;
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    is_hdf5(&f, len).unwrap_or(false)
+}
+
+/// The text of a symlink in the directory `from` (below the mount root) to the entry `to`
+/// (below the mount root): relative, climbing only to the mount root.
+fn relative_text(from: &Path, to: &Path) -> String {
+    let mut parts: Vec<String> = from.components().map(|_| "..".to_string()).collect();
+    parts.extend(to.components().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts.join("/")
+    }
+}
+
+impl H5Fs {
+    /// The mounted directory (absolute), for a directory mount.
+    fn host_root(&self) -> Option<&Path> {
+        match &self.mounted {
+            Mounted::Dir { root } => Some(root),
+            Mounted::File { .. } => None,
+        }
+    }
+
+    /// The host path of the entry `rel` below the mount root.
+    pub(super) fn host_abs(&self, rel: &Path) -> PathBuf {
+        self.host_root().map_or_else(|| rel.to_path_buf(), |r| r.join(rel))
+    }
+
+    /// Remember the state of the host entry of `node` (what a refresh compares against).
+    fn remember_stamp(&self, node: &Node, meta: &std::fs::Metadata) {
+        if self.opts.refresh.is_some() {
+            self.host_stamps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(node.ino, Stamp::of_meta(meta));
+        }
+    }
+
+    /// Attributes of an entry of the mounted directory, from `stat` of the host entry (no
+    /// file is parsed).
+    pub(super) fn host_attr(&self, node: &Node) -> FsResult<Attr> {
+        let rel = node.host_path().ok_or(FsError::Errno(libc::EINVAL))?;
+        let meta = std::fs::metadata(self.host_abs(rel)).map_err(|e| {
+            FsError::Errno(match e.kind() {
+                std::io::ErrorKind::NotFound => libc::ENOENT,
+                _ => libc::EIO,
+            })
+        })?;
+        let (kind, size) = match node.kind {
+            NodeKind::HostFile { .. } => (FileKind::RegularFile, meta.len()),
+            _ => (FileKind::Directory, 0),
+        };
+        if !matches!(node.kind, NodeKind::HostDir { .. }) {
+            self.remember_stamp(node, &meta);
+        }
+        let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        Ok(Attr::new(
+            node.ino,
+            kind,
+            size,
+            (self.opts.uid, self.opts.gid),
+            mtime,
+        ))
+    }
+
+    /// Log once that the entry at `path` of the mount is left out, and why.
+    fn leave_out(&self, path: &str, why: impl FnOnce() -> String) {
+        self.log_once(path, || format!("{path}: left out of the mount: {}", why()));
+    }
+
+    /// The listing of the host directory `rel` (node `node`).
+    pub(super) fn host_listing(&self, node: &Node, rel: &Path) -> FsResult<Listing> {
+        let abs = self.host_abs(rel);
+        let meta = std::fs::metadata(&abs).map_err(|_| FsError::Errno(libc::ENOENT))?;
+        let read = std::fs::read_dir(&abs).map_err(|e| {
+            self.log_once(&node.path, || format!("readdir {}: {e}", abs.display()));
+            FsError::Errno(libc::EIO)
+        })?;
+        self.remember_stamp(node, &meta);
+        let mut entries = vec![
+            DirEntry {
+                ino: node.ino,
+                kind: FileKind::Directory,
+                name: ".".into(),
+            },
+            DirEntry {
+                ino: node.parent,
+                kind: FileKind::Directory,
+                name: "..".into(),
+            },
+        ];
+        let mut found: Vec<(String, std::fs::FileType)> = Vec::new();
+        for e in read.flatten() {
+            let child_path = super::inode::join_path(&node.path, &e.file_name().to_string_lossy());
+            let Some(name) = e.file_name().to_str().map(String::from) else {
+                self.leave_out(&child_path, || "name is not UTF-8".into());
+                continue;
+            };
+            if let Some(why) = dir::bad_name(&name) {
+                self.leave_out(&child_path, || why.into());
+                continue;
+            }
+            match e.file_type() {
+                Ok(t) => found.push((name, t)),
+                Err(err) => self.leave_out(&child_path, || err.to_string()),
+            }
+        }
+        found.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (name, ft) in found {
+            let child_rel = rel.join(&name);
+            let child_path = super::inode::join_path(&node.path, &name);
+            let entry = if ft.is_symlink() {
+                self.host_symlink(node, &name, &child_rel, &child_path)
+            } else {
+                self.host_entry(node, &name, child_rel, ft, &child_path)
+            };
+            if let Some(e) = entry {
+                entries.push(e);
+            }
+        }
+        Ok(Listing::new(entries))
+    }
+
+    /// The entry for the file or directory `name` of `parent`.
+    fn host_entry(
+        &self,
+        parent: &Node,
+        name: &str,
+        rel: PathBuf,
+        ft: std::fs::FileType,
+        path: &str,
+    ) -> Option<DirEntry> {
+        let (kind, file): (NodeKind, FileIdx) = if ft.is_dir() {
+            (NodeKind::HostDir { rel }, FileIdx::MAX)
+        } else if ft.is_file() {
+            let abs = self.host_abs(&rel);
+            if path_is_hdf5(&abs) {
+                match self.resolver.register_path(&abs) {
+                    Ok(idx) => (NodeKind::FileRoot { rel }, idx),
+                    Err(e) => {
+                        self.leave_out(path, || e.to_string());
+                        return None;
+                    }
+                }
+            } else {
+                (NodeKind::HostFile { rel }, FileIdx::MAX)
+            }
+        } else {
+            let what = if ft.is_fifo() {
+                "a FIFO"
+            } else if ft.is_socket() {
+                "a socket"
+            } else {
+                "a device"
+            };
+            self.leave_out(path, || format!("{what} is not served"));
+            return None;
+        };
+        let kind_shown = match kind {
+            NodeKind::HostFile { .. } => FileKind::RegularFile,
+            _ => FileKind::Directory,
+        };
+        let child = self.inodes.host(parent, name, kind, file);
+        Some(DirEntry {
+            ino: child.ino,
+            kind: kind_shown,
+            name: name.to_string(),
+        })
+    }
+
+    /// The entry for the symlink `name` of `parent` (see the module docs).
+    fn host_symlink(
+        &self,
+        parent: &Node,
+        name: &str,
+        rel: &Path,
+        path: &str,
+    ) -> Option<DirEntry> {
+        let abs = self.host_abs(rel);
+        let root = self.host_root()?;
+        let canon_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        let text = match std::fs::canonicalize(&abs) {
+            Err(e) => {
+                self.leave_out(path, || format!("symlink leads nowhere: {e}"));
+                return None;
+            }
+            Ok(target) => match target.strip_prefix(&canon_root) {
+                Ok(inside) => relative_text(rel.parent().unwrap_or(Path::new("")), inside),
+                Err(_) if self.resolver.allow_outside_paths() => std::fs::read_link(&abs)
+                    .ok()?
+                    .to_string_lossy()
+                    .into_owned(),
+                Err(_) => {
+                    self.leave_out(path, || {
+                        format!(
+                            "symlink leads outside the mounted directory, to {} \
+                             (mount option allow_external_paths shows it)",
+                            target.display()
+                        )
+                    });
+                    return None;
+                }
+            },
+        };
+        let node = self.inodes.symlink(parent, name, text);
+        Some(DirEntry {
+            ino: node.ino,
+            kind: FileKind::Symlink,
+            name: name.to_string(),
+        })
+    }
+
+    /// Read `size` bytes at `offset` of the passed-through file `rel` into `out` (short at
+    /// its end).
+    pub(super) fn host_read(
+        &self,
+        node: &Node,
+        rel: &Path,
+        offset: u64,
+        size: u32,
+        out: &mut Vec<u8>,
+    ) -> FsResult<()> {
+        let f: Arc<std::fs::File> = crate::layout::external::RawOpener::open_raw(
+            &*self.resolver,
+            &self.host_abs(rel),
+        )
+        .map_err(|e| FsError::model(&node.path, e))?;
+        out.clear();
+        out.resize(size as usize, 0);
+        let mut done = 0usize;
+        while done < out.len() {
+            match f.read_at(&mut out[done..], offset.saturating_add(done as u64)) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let err = crate::error::Error::Io {
+                        what: "file",
+                        addr: offset,
+                        len: u64::from(size),
+                        source: e,
+                    };
+                    return Err(FsError::model(&node.path, err));
+                }
+            }
+        }
+        out.truncate(done);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_after_user_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let check = |name: &str, at: usize, len: usize| {
+            let mut b = vec![7u8; len];
+            if at + 8 <= len {
+                b[at..at + 8].copy_from_slice(&SIGNATURE);
+            }
+            let p = dir.path().join(name);
+            std::fs::write(&p, &b).unwrap();
+            path_is_hdf5(&p)
+        };
+        assert!(check("a", 0, 100));
+        assert!(check("b", 512, 1000));
+        assert!(check("c", 4096, 5000));
+        assert!(!check("d", 700, 1000), "not at a power of two");
+        assert!(!check("e", 0, 4), "too short");
+        assert!(!path_is_hdf5(&dir.path().join("missing")));
+    }
+
+    #[test]
+    fn symlink_texts_stay_inside() {
+        assert_eq!(relative_text(Path::new("a/b"), Path::new("c/d.h5")), "../../c/d.h5");
+        assert_eq!(relative_text(Path::new(""), Path::new("x")), "x");
+        assert_eq!(relative_text(Path::new("a"), Path::new("")), "..");
+        assert_eq!(relative_text(Path::new(""), Path::new("")), ".");
+    }
+}
