@@ -326,6 +326,241 @@ impl H5Fs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::{FsOptions, ROOT_INO};
+    use crate::model::{File, LinkTarget, OpenOptions, Resolver, ResolverOptions};
+    use std::ffi::OsStr;
+
+    const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
+
+    fn mount_dir(root: &Path, allow: bool, max_open: usize) -> H5Fs {
+        let resolver = Resolver::new(ResolverOptions {
+            root: root.to_path_buf(),
+            allow_outside_paths: allow,
+            max_open_files: max_open,
+            cache_bytes: 8 << 20,
+        });
+        let opts = FsOptions {
+            uid: 0,
+            gid: 0,
+            file_mtime: SystemTime::UNIX_EPOCH,
+            file_size: 0,
+            views: Default::default(),
+            refresh: None,
+        };
+        H5Fs::for_directory(resolver, opts)
+    }
+
+    fn walk(fs: &H5Fs, path: &str) -> crate::fs::FsResult<Attr> {
+        let mut attr = fs.getattr(ROOT_INO)?;
+        for name in path.split('/').filter(|c| !c.is_empty()) {
+            attr = fs.lookup(attr.ino, OsStr::new(name))?;
+        }
+        Ok(attr)
+    }
+
+    fn names(fs: &H5Fs, ino: u64) -> Vec<(String, FileKind)> {
+        let l = fs.listing(ino).unwrap();
+        l.entries
+            .iter()
+            .skip(2)
+            .map(|e| (e.name.clone(), e.kind))
+            .collect()
+    }
+
+    /// A directory like a user's run directory: HDF5 files under several names, one corrupt,
+    /// one with an HDF5 name that is not HDF5, a text file, symlinks in and out, a FIFO.
+    fn run_dir(top: &Path) -> PathBuf {
+        let root = top.join("run");
+        std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
+        let sample = Path::new(MANIFEST).join("examples/sample.h5");
+        std::fs::copy(&sample, root.join("sample.h5")).unwrap();
+        std::fs::copy(&sample, root.join("sub/noext")).unwrap();
+        let mut user_block = vec![0u8; 512];
+        user_block.extend(b"not the superblock, only bytes before it");
+        std::fs::write(root.join("sub/deeper/ub.nxs"), &user_block).unwrap();
+        // A real file cut short: its signature and superblock, not its root group.
+        let whole = std::fs::read(&sample).unwrap();
+        std::fs::write(root.join("corrupt.h5"), &whole[..200]).unwrap();
+        std::fs::write(root.join("fake.h5"), b"just text").unwrap();
+        std::fs::write(root.join("notes.txt"), b"beamtime notes\n").unwrap();
+        std::fs::write(top.join("secret.txt"), b"secret").unwrap();
+        std::os::unix::fs::symlink(top.join("secret.txt"), root.join("out_link")).unwrap();
+        std::os::unix::fs::symlink("../sample.h5", root.join("sub/alias.h5")).unwrap();
+        std::os::unix::fs::symlink("nowhere", root.join("dangling")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(root.join("pipe"))
+            .status();
+        assert!(made.unwrap().success());
+        root
+    }
+
+    #[test]
+    fn a_directory_is_one_tree_and_listing_parses_nothing() {
+        let top = tempfile::tempdir().unwrap();
+        let root = run_dir(top.path());
+        let fs = mount_dir(&root, false, 4);
+        use FileKind::*;
+        assert_eq!(
+            names(&fs, ROOT_INO),
+            vec![
+                ("corrupt.h5".to_string(), Directory),
+                ("fake.h5".to_string(), RegularFile),
+                ("notes.txt".to_string(), RegularFile),
+                ("sample.h5".to_string(), Directory),
+                ("sub".to_string(), Directory),
+            ],
+            "FIFO, dangling and outside symlinks left out"
+        );
+        let sub = walk(&fs, "sub").unwrap();
+        assert_eq!(
+            names(&fs, sub.ino),
+            vec![
+                ("alias.h5".to_string(), Symlink),
+                ("deeper".to_string(), Directory),
+                ("noext".to_string(), Directory),
+            ]
+        );
+        assert_eq!(fs.readlink(walk(&fs, "sub/alias.h5").unwrap().ino).unwrap(), b"../sample.h5");
+        // Listing and stat of every entry opened no HDF5 file.
+        for p in ["sample.h5", "corrupt.h5", "sub/noext"] {
+            assert_eq!(walk(&fs, p).unwrap().kind, Directory);
+        }
+        assert_eq!(fs.resolver().stats().opens, 0, "no file parsed by listing");
+        // The same tree as a mount of the file itself, with the same bytes.
+        let single = File::open(&root.join("sample.h5"), &OpenOptions::default()).unwrap();
+        let ds = single.resolve("/detector/frames").unwrap();
+        let want = crate::io::read_fully(single.dataset(ds).unwrap().len(), "test", |o, b| {
+            single.dataset(ds).unwrap().read_at(o, b)
+        })
+        .unwrap();
+        for p in ["sample.h5/detector/frames", "sub/noext/detector/frames"] {
+            let a = walk(&fs, p).unwrap();
+            assert_eq!(a.size, want.len() as u64, "{p}");
+            let mut got = Vec::new();
+            let mut off = 0u64;
+            while off < a.size {
+                let chunk = fs.read(a.ino, off, 1 << 16).unwrap();
+                assert!(!chunk.is_empty());
+                off += chunk.len() as u64;
+                got.extend(chunk);
+            }
+            assert!(got == want, "{p}");
+        }
+        assert_ne!(
+            walk(&fs, "sample.h5/detector/frames").unwrap().ino,
+            walk(&fs, "sub/noext/detector/frames").unwrap().ino,
+            "two files, two inodes"
+        );
+        // The file with a user block is found by its signature at 512, and being only a
+        // signature-less stub, fails alone.
+        assert_eq!(
+            walk(&fs, "sub/deeper/ub.nxs").unwrap().kind,
+            RegularFile,
+            "no signature at a power of two: passed through"
+        );
+        // Other files pass through byte for byte.
+        let notes = walk(&fs, "notes.txt").unwrap();
+        assert_eq!(notes.size, 15);
+        assert_eq!(fs.read(notes.ino, 0, 100).unwrap(), b"beamtime notes\n");
+        assert_eq!(fs.read(notes.ino, 9, 3).unwrap(), b"not");
+        assert_eq!(fs.read(walk(&fs, "fake.h5").unwrap().ino, 0, 100).unwrap(), b"just text");
+        // A file that cannot be parsed fails its own directory only.
+        let bad = walk(&fs, "corrupt.h5").unwrap();
+        assert_eq!(fs.listing(bad.ino).unwrap_err().errno(), libc::EIO);
+        assert_eq!(fs.lookup(bad.ino, OsStr::new("x")).unwrap_err().errno(), libc::EIO);
+        assert!(walk(&fs, "sample.h5/detector").is_ok());
+        // Read-only, and nothing outside.
+        assert_eq!(fs.open(notes.ino, libc::O_WRONLY).unwrap_err().errno(), libc::EROFS);
+        assert_eq!(walk(&fs, "out_link").unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(walk(&fs, "pipe").unwrap_err().errno(), libc::ENOENT);
+        // Inode numbers are stable: asking again gives the same ones.
+        assert_eq!(walk(&fs, "notes.txt").unwrap().ino, notes.ino);
+        assert_eq!(walk(&fs, "corrupt.h5").unwrap().ino, bad.ino);
+    }
+
+    #[test]
+    fn outside_symlinks_are_shown_only_when_allowed() {
+        let top = tempfile::tempdir().unwrap();
+        let root = run_dir(top.path());
+        let fs = mount_dir(&root, true, 4);
+        let out = walk(&fs, "out_link").unwrap();
+        assert_eq!(out.kind, FileKind::Symlink);
+        assert_eq!(
+            fs.readlink(out.ino).unwrap(),
+            top.path().join("secret.txt").as_os_str().as_encoded_bytes()
+        );
+    }
+
+    #[test]
+    fn external_links_between_files_reach_the_objects_browsing_reaches() {
+        let top = tempfile::tempdir().unwrap();
+        let src = Path::new(MANIFEST).join("mount-tests/fixtures/extlinks");
+        let root = top.path().join("d");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        for form in ["earliest", "latest"] {
+            let main = format!("main_{form}.h5");
+            std::fs::copy(src.join(&main), root.join(&main)).unwrap();
+            for n in [format!("a_{form}.h5"), format!("b_{form}.h5")] {
+                std::fs::copy(src.join("sub").join(&n), root.join("sub").join(&n)).unwrap();
+            }
+        }
+        // Two open files at most: following links and browsing close and reopen files.
+        let fs = mount_dir(&root, false, 2);
+        let mut checked = 0;
+        for form in ["earliest", "latest"] {
+            let main = format!("main_{form}.h5");
+            let f = File::open(&root.join(&main), &OpenOptions::default()).unwrap();
+            for link in f.links(f.root()).unwrap().iter() {
+                let LinkTarget::External { file, path } = &link.target else {
+                    continue;
+                };
+                let Ok((target, id)) = f.follow_external(file, path) else {
+                    continue;
+                };
+                if target.kind(id).ok() != Some(crate::model::ObjectKind::Dataset) {
+                    continue;
+                }
+                let via_link = walk(&fs, &format!("{main}/{}", link.name)).unwrap();
+                let rel = target.path().strip_prefix(&root).unwrap().to_owned();
+                // Where browsing finds the same object: its file's directory, then its path
+                // (the link's path, resolved through the target file's own links).
+                let mut browse_path = rel.to_string_lossy().into_owned();
+                for (name, obj) in object_paths(&target) {
+                    if obj == id {
+                        browse_path = format!("{browse_path}{name}");
+                        break;
+                    }
+                }
+                let browsed = walk(&fs, &browse_path).unwrap();
+                assert_eq!(via_link.ino, browsed.ino, "{main}/{} vs {browse_path}", link.name);
+                assert_eq!(via_link.size, browsed.size);
+                checked += 1;
+            }
+        }
+        assert!(checked >= 4, "{checked} dataset links checked");
+        let s = fs.resolver().stats();
+        assert!(s.open <= 2, "{s:?}");
+        assert!(s.evictions > 0, "{s:?}");
+    }
+
+    /// Every object path of `f` reachable by hard links, with its object.
+    fn object_paths(f: &File) -> Vec<(String, crate::model::ObjectId)> {
+        let mut out = Vec::new();
+        let mut todo = vec![(String::new(), f.root())];
+        while let Some((path, id)) = todo.pop() {
+            let Ok(links) = f.links(id) else { continue };
+            for l in links.iter() {
+                if let LinkTarget::Hard(c) = l.target {
+                    let p = format!("{path}/{}", l.name);
+                    if out.len() < 1000 {
+                        out.push((p.clone(), c));
+                        todo.push((p, c));
+                    }
+                }
+            }
+        }
+        out
+    }
 
     #[test]
     fn signatures_after_user_blocks() {
