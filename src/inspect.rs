@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::model::value::{filters_text, shape_text};
@@ -43,6 +44,28 @@ pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<
     match list(path, start, out) {
         Err(Error::Invalid(m)) if m == OUTPUT_CLOSED => Ok(()),
         r => r,
+    }
+}
+
+/// What an external link of `file` leads to: the object's kind (and a dataset's type and
+/// shape), or why it is not followed.
+fn followed(file: &Arc<File>, name: &str, path: &str) -> String {
+    match file.follow_external(name, path) {
+        Ok((target, id)) => match target.kind(id) {
+            Ok(ObjectKind::Group) => "=> group".into(),
+            Ok(ObjectKind::Dataset) => match target.dataset(id) {
+                Ok(d) => format!(
+                    "=> dataset {} {}",
+                    d.info.dtype.numpy_str(),
+                    shape_text(&d.info.shape)
+                ),
+                Err(e) => format!("=> dataset [error: {e}]"),
+            },
+            Ok(ObjectKind::NamedDatatype) => "=> datatype".into(),
+            Ok(ObjectKind::Unknown) => "=> object".into(),
+            Err(e) => format!("[not followed: {e}]"),
+        },
+        Err(e) => format!("[not followed: {e}]"),
     }
 }
 
@@ -154,9 +177,10 @@ fn list(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
                 let entry = match &l.target {
                     LinkTarget::Hard(cid) => Ok(*cid),
                     LinkTarget::Soft(t) => Err(format!("{cp}  soft link -> {t}")),
-                    LinkTarget::External { file, path } => {
-                        Err(format!("{cp}  external link -> {file}::{path}"))
-                    }
+                    LinkTarget::External { file: name, path } => Err(format!(
+                        "{cp}  external link -> {name}::{path}  {}",
+                        followed(&file, name, path)
+                    )),
                     LinkTarget::UserDefined(t) => Err(format!("{cp}  user-defined link type {t}")),
                 };
                 children.push((cp, entry));

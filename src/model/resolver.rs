@@ -294,7 +294,7 @@ impl Resolver {
         let canonical = match std::fs::canonicalize(&path) {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::NotFound(format!("{what} {}", path.display())))
+                return Err(Error::NotFound(format!("{what} file {name}")))
             }
             Err(source) => {
                 return Err(Error::Io {
@@ -642,6 +642,36 @@ mod tests {
         let b = r.open_raw(&root.join("sub/up.bin")).unwrap();
         assert!(Arc::ptr_eq(&a, &b), "one file by canonical path");
         assert!(r.open_raw(&root.join("link.bin")).is_err());
+    }
+
+    #[test]
+    fn the_library_follows_external_links_under_the_policy() {
+        let dir =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/extlinks");
+        let f = File::open(&dir.join("main_latest.h5"), &OpenOptions::default()).unwrap();
+        let (t, id) = f.follow("/ext_grp/ds").unwrap();
+        assert!(t.path().ends_with("sub/a_latest.h5"));
+        assert_eq!(t.dataset(id).unwrap().info.shape, vec![100, 50]);
+        // A chain through two files, and a path crossing a link in the middle.
+        let (c, _) = f.follow("/chain").unwrap();
+        assert!(c.path().ends_with("sub/b_latest.h5"), "{}", c.path().display());
+        assert!(f.follow("/mid_chain").is_ok());
+        assert!(f.resolve("/ext_grp/ds").is_err(), "resolve stays in the file");
+        let e = f.follow("/outside").unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(matches!(f.follow("/missing_file"), Err(Error::NotFound(_))));
+        // One resolver: the file reached twice is one open file.
+        let (again, _) = f.follow("/ext_ds").unwrap();
+        assert!(Arc::ptr_eq(&t, &again));
+        let r = f.resolver().unwrap();
+        assert!(r.stats().known >= 3);
+        let opts = OpenOptions {
+            allow_outside_paths: true,
+            ..OpenOptions::default()
+        };
+        let f = File::open(&dir.join("main_latest.h5"), &opts).unwrap();
+        // Allowed, it is looked for (the fixture keeps no file there).
+        assert!(matches!(f.follow("/outside"), Err(Error::NotFound(_))));
     }
 
     #[test]
