@@ -9,12 +9,11 @@
 mod harness;
 
 use std::fs;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use harness::Mount;
+use harness::{read_three_ways, Mount};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 const FORMS: [&str; 2] = ["earliest", "latest"];
 
@@ -25,13 +24,6 @@ fn fixtures() -> PathBuf {
 fn expected() -> Value {
     let text = fs::read_to_string(fixtures().join("expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// `tmp/d/main_F.h5`, `tmp/d/sub/{a,b}_F.h5` and `tmp/outside_F.h5`; returns the main file.
@@ -47,42 +39,6 @@ fn lay_out(tmp: &Path, form: &str) -> PathBuf {
     let outside = format!("outside_{form}.h5");
     fs::copy(src.join(&outside), tmp.join(&outside)).unwrap();
     d.join(format!("main_{form}.h5"))
-}
-
-/// Sha256 of the whole file read three ways: read(), pread() in odd pieces, mmap.
-fn read_three_ways(p: &Path, len: usize) -> Result<String, String> {
-    let whole = fs::read(p).map_err(|e| format!("read: {e}"))?;
-    let h = sha256(&whole);
-    let f = fs::File::open(p).unwrap();
-    let mut pieces = vec![0u8; len];
-    let mut off = 0;
-    while off < len {
-        let end = (off + 777).min(len);
-        f.read_exact_at(&mut pieces[off..end], off as u64)
-            .map_err(|e| format!("pread at {off}: {e}"))?;
-        off = end;
-    }
-    if sha256(&pieces) != h {
-        return Err("pread differs from read".into());
-    }
-    if len > 0 {
-        use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
-        let nz = std::num::NonZeroUsize::new(len).unwrap();
-        // SAFETY: a fresh read-only private mapping of a file on a read-only mount; the slice
-        // is used only before munmap.
-        let mh = unsafe {
-            let addr = mmap(None, nz, ProtFlags::PROT_READ, MapFlags::MAP_PRIVATE, &f, 0)
-                .map_err(|e| format!("mmap: {e}"))?;
-            let bytes = std::slice::from_raw_parts(addr.as_ptr().cast::<u8>(), len);
-            let mh = sha256(bytes);
-            munmap(addr, len).map_err(|e| format!("munmap: {e}"))?;
-            mh
-        };
-        if mh != h {
-            return Err("mmap differs from read".into());
-        }
-    }
-    Ok(h)
 }
 
 fn check_entry(m: &Mount, path: &str, want: &Value) -> Option<String> {

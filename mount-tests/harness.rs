@@ -4,13 +4,14 @@
 #![allow(dead_code)]
 
 use std::ffi::CString;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use sha2::{Digest, Sha256};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_h5mount");
@@ -362,5 +363,92 @@ impl Rng {
     /// Uniform-ish in `0..n` (`n` > 0).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
+    }
+}
+
+/// Hex sha256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Sha256 of the whole file read three ways: read(), pread() in odd pieces, mmap.
+pub fn read_three_ways(p: &Path, len: usize) -> Result<String, String> {
+    let whole = std::fs::read(p).map_err(|e| format!("read: {e}"))?;
+    let h = sha256(&whole);
+    let f = std::fs::File::open(p).map_err(|e| format!("open: {e}"))?;
+    let mut pieces = vec![0u8; len];
+    let mut off = 0;
+    while off < len {
+        let end = (off + 777).min(len);
+        f.read_exact_at(&mut pieces[off..end], off as u64)
+            .map_err(|e| format!("pread at {off}: {e}"))?;
+        off = end;
+    }
+    if sha256(&pieces) != h {
+        return Err("pread differs from read".into());
+    }
+    if len > 0 {
+        use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
+        let nz = std::num::NonZeroUsize::new(len).unwrap();
+        // SAFETY: a fresh read-only private mapping of a file on a read-only mount; the slice
+        // is used only before munmap.
+        let mh = unsafe {
+            let addr = mmap(None, nz, ProtFlags::PROT_READ, MapFlags::MAP_PRIVATE, &f, 0)
+                .map_err(|e| format!("mmap: {e}"))?;
+            let bytes = std::slice::from_raw_parts(addr.as_ptr().cast::<u8>(), len);
+            let mh = sha256(bytes);
+            munmap(addr, len).map_err(|e| format!("munmap: {e}"))?;
+            mh
+        };
+        if mh != h {
+            return Err("mmap differs from read".into());
+        }
+    }
+    Ok(h)
+}
+
+/// Open file descriptors of process `pid` (entries of `/proc/PID/fd`).
+pub fn fd_count(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// A `/proc/PID/status` size field (`VmHWM:`, `VmRSS:`) in KiB.
+pub fn status_kib(pid: i32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Samples a process's open descriptors from a thread until dropped; the most seen.
+pub struct FdWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl FdWatch {
+    pub fn start(pid: i32) -> FdWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut most = 0;
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                most = most.max(fd_count(pid));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            most.max(fd_count(pid))
+        });
+        FdWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stop sampling; the most descriptors seen open at once.
+    pub fn most(mut self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().map_or(0, |t| t.join().unwrap_or(0))
     }
 }

@@ -115,6 +115,10 @@ fn stats_xattr_is_served_on_the_root_only_and_not_listed() {
         "prefetch_bytes",
         "readahead_kb",
         "refreshes",
+        "files_known",
+        "files_open",
+        "files_opened",
+        "files_evicted",
     ];
     for k in keys {
         assert!(s.contains_key(k), "missing {k}: {s:?}");

@@ -100,13 +100,16 @@ impl H5Fs {
         self.host_root().map_or_else(|| rel.to_path_buf(), |r| r.join(rel))
     }
 
-    /// Remember the state of the host entry of `node` (what a refresh compares against).
+    /// Remember the state of the host entry of `node` that is being served (what a refresh
+    /// compares against), unless one is remembered already: a later `stat` may see a change
+    /// the refresh has not acted on yet, which must not hide it.
     fn remember_stamp(&self, node: &Node, meta: &std::fs::Metadata) {
         if self.opts.refresh.is_some() {
             self.host_stamps
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(node.ino, Stamp::of_meta(meta));
+                .entry(node.ino)
+                .or_insert_with(|| Stamp::of_meta(meta));
         }
     }
 

@@ -699,7 +699,12 @@ impl H5Fs {
     pub fn stats_text(&self) -> String {
         let cache = self.resolver.chunk_cache().clone();
         self.stats
-            .snapshot(cache.stats(), cache.capacity(), self.prefetch.stats())
+            .snapshot(
+                cache.stats(),
+                cache.capacity(),
+                self.prefetch.stats(),
+                self.resolver.stats(),
+            )
             .render()
     }
 

@@ -404,8 +404,10 @@ impl H5Fs {
             }
             log::info!("{}: changed on disk; read afresh", f.path);
             self.resolver.forget(f.file);
+            // Every node of the file, whether or not its attributes were asked since the
+            // last refresh: the kernel may hold pages of any of them.
             for node in self.inodes.nodes() {
-                if node.file == f.file && node.attr.get().is_some() {
+                if node.file == f.file && node.ino != f.ino {
                     out.push(Invalidation::Inode {
                         ino: node.ino,
                         from: Some(0),

@@ -14,14 +14,16 @@
 //! `listxattr` (so `getfattr -d` shows only the root group's HDF5 attributes); a root-group
 //! attribute literally named `h5mount.stats` is listed but its value is hidden by ours.
 //!
-//! The chunk cache is shared by the mounted file and every file reached through external
-//! links ([`super::files`]), and by every re-read of the file ([`super::refresh`]), so its
-//! counters cover them all and run on across refreshes.
+//! The chunk cache is shared by the mounted file and every other file the mount opens
+//! (`model::resolver`), and by every re-read of the file ([`super::refresh`]), so its counters
+//! cover them all and run on across refreshes. The `files_*` counters are the resolver's:
+//! files known, open now, opened (first opens and reopens) and closed by the bound.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cache::CacheStats;
+use crate::model::resolver::ResolverStats;
 
 use super::prefetch::PrefetchStats;
 
@@ -29,7 +31,7 @@ use super::prefetch::PrefetchStats;
 pub const STATS_XATTR: &str = "user.h5mount.stats";
 
 /// The keys of the text, in order.
-pub const KEYS: [&str; 14] = [
+pub const KEYS: [&str; 18] = [
     "read_requests",
     "read_bytes",
     "read_max_request",
@@ -44,6 +46,10 @@ pub const KEYS: [&str; 14] = [
     "prefetch_bytes",
     "readahead_kb",
     "refreshes",
+    "files_known",
+    "files_open",
+    "files_opened",
+    "files_evicted",
 ];
 
 /// The longest the text can be (every value of 20 digits). A size query (`getxattr` with
@@ -89,6 +95,7 @@ impl Stats {
         cache: CacheStats,
         cache_capacity: u64,
         prefetch: PrefetchStats,
+        files: ResolverStats,
     ) -> Snapshot {
         Snapshot {
             read_requests: self.read_requests.load(Ordering::Relaxed),
@@ -99,6 +106,7 @@ impl Stats {
             prefetch,
             readahead_kb: self.readahead_kb.load(Ordering::Relaxed),
             refreshes: self.refreshes.load(Ordering::Relaxed),
+            files,
         }
     }
 }
@@ -119,6 +127,8 @@ pub struct Snapshot {
     pub readahead_kb: u64,
     /// New states of the file served since the mount (`--refresh`).
     pub refreshes: u64,
+    /// The resolver's counters.
+    pub files: ResolverStats,
 }
 
 impl Snapshot {
@@ -139,6 +149,10 @@ impl Snapshot {
             self.prefetch.bytes,
             self.readahead_kb,
             self.refreshes,
+            self.files.known,
+            self.files.open,
+            self.files.opens,
+            self.files.evictions,
         ];
         let mut out = String::new();
         for (k, v) in KEYS.iter().zip(values) {
@@ -173,7 +187,13 @@ mod tests {
             dropped: 0,
             bytes: 77,
         };
-        let text = s.snapshot(cache, 1 << 30, pf).render();
+        let files = ResolverStats {
+            known: 4,
+            open: 2,
+            opens: 5,
+            evictions: 3,
+        };
+        let text = s.snapshot(cache, 1 << 30, pf, files).render();
         let full = Stats::default();
         full.on_read(u32::MAX, usize::MAX);
         full.on_read(u32::MAX, usize::MAX);
@@ -191,7 +211,13 @@ mod tests {
             dropped: u64::MAX,
             bytes: u64::MAX,
         };
-        let long = full.snapshot(max, u64::MAX, pmax).render();
+        let fmax = ResolverStats {
+            known: u64::MAX,
+            open: u64::MAX,
+            opens: u64::MAX,
+            evictions: u64::MAX,
+        };
+        let long = full.snapshot(max, u64::MAX, pmax, fmax).render();
         assert!(long.len() <= max_text_len() && long.len() > KEYS.len() * 20);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -211,6 +237,10 @@ mod tests {
                 "prefetch_bytes 77",
                 "readahead_kb 1024",
                 "refreshes 1",
+                "files_known 4",
+                "files_open 2",
+                "files_opened 5",
+                "files_evicted 3",
             ]
         );
     }

@@ -131,8 +131,8 @@ struct Slot {
     kind: Kind,
     /// The path it was first reached by (opened as this).
     path: PathBuf,
-    /// Its chunk-cache id, kept across reopens.
-    cache_file: u64,
+    /// Its chunk-cache id, kept across reopens (a new one once it changed: [`Resolver::forget`]).
+    cache_file: AtomicU64,
     /// Held while the file is being opened: one open per file at a time.
     opening: Mutex<()>,
     /// The last handle opened, while anyone still holds it (a file closed by the bound but
@@ -332,7 +332,7 @@ impl Resolver {
         st.slots.push(Arc::new(Slot {
             kind,
             path: loc.path.clone(),
-            cache_file: self.cache.new_file_id(),
+            cache_file: AtomicU64::new(self.cache.new_file_id()),
             opening: Mutex::new(()),
             last: Mutex::new(None),
             failed: Mutex::new(None),
@@ -403,7 +403,8 @@ impl Resolver {
     }
 
     /// Forget why file `idx` failed to open and close it, so the next use opens it afresh
-    /// (its contents changed).
+    /// (its contents changed), under a new cache id: chunks decoded from its old contents
+    /// are never served again.
     pub fn forget(&self, idx: FileIdx) {
         let slot = {
             let mut st = self.lock();
@@ -413,6 +414,8 @@ impl Resolver {
         if let Some(slot) = slot {
             *slot.last.lock().unwrap_or_else(|e| e.into_inner()) = None;
             *slot.failed.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            slot.cache_file
+                .store(self.cache.new_file_id(), Ordering::Release);
         }
     }
 
@@ -487,7 +490,7 @@ impl Resolver {
         }
         let opened = match slot.kind {
             Kind::Hdf5 => self
-                .open_file(idx, &slot.path, slot.cache_file)
+                .open_file(idx, &slot.path, slot.cache_file.load(Ordering::Acquire))
                 .map(Handle::Hdf5),
             Kind::Raw => crate::io::storage::open_data_file(&slot.path)
                 .map(|f| Handle::Raw(Arc::new(f)))
