@@ -354,3 +354,55 @@ fn refresh_shows_files_added_removed_and_changed() {
     fs::remove_file(dir.join("b.h5")).unwrap();
     assert!(harness::wait_for(|| !m.path().join("b.h5").exists()));
 }
+
+#[test]
+fn a_directory_mounts_through_mount_t_fuse_with_options() {
+    // What an fstab line of type fuse.h5mount with a directory as source does.
+    let root = nix::unistd::geteuid().is_root();
+    if !root || std::process::Command::new("mount.fuse3").arg("-h").output().is_err() {
+        eprintln!("SKIP: needs root and mount.fuse3");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("campaign");
+    fs::create_dir_all(dir.join("day1")).unwrap();
+    let file = harness::empty_h5(&dir.join("day1"));
+    fs::write(dir.join("README"), b"campaign notes").unwrap();
+    let source = format!("{}#{}", harness::BIN, dir.display());
+    let m = Mount::by_command(|mp| {
+        let mut c = std::process::Command::new("mount");
+        c.args(["-t", "fuse", &source])
+            .arg(mp)
+            .args(["-o", "ro,max_open_files=4,allow_external_paths"]);
+        c
+    });
+    let line = harness::mount_line(m.path()).unwrap();
+    assert!(line.contains(" fuse.h5mount ro,"), "{line}");
+    assert!(m.path().join("day1/empty.h5").is_dir(), "{}", file.display());
+    assert_eq!(fs::read(m.path().join("README")).unwrap(), b"campaign notes");
+    assert_eq!(
+        errno_of(fs::write(m.path().join("README"), b"x")),
+        Some(libc::EROFS)
+    );
+}
+
+#[test]
+fn a_missing_or_unreadable_source_is_one_line_and_status_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mp = tmp.path().join("mnt");
+    fs::create_dir(&mp).unwrap();
+    let missing = tmp.path().join("no_such_dir");
+    let out = harness::run(&[missing.as_os_str(), mp.as_os_str()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no_such_dir"), "{err}");
+    assert!(!harness::is_mounted(&mp));
+    let bad = harness::run(&[
+        tmp.path().as_os_str(),
+        mp.as_os_str(),
+        std::ffi::OsStr::new("--max-open-files"),
+        std::ffi::OsStr::new("1"),
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -73,12 +73,13 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
         views: cfg.views(),
         refresh: cfg.refresh,
     };
+    let max_open_files = open_file_bound(cfg.max_open_files, cfg.threads);
     if meta.is_dir() {
         std::fs::read_dir(f).map_err(|e| format!("{}: {e}", f.display()))?;
         let resolver = Resolver::new(ResolverOptions {
             root: f.clone(),
             allow_outside_paths: cfg.allow_external_paths,
-            max_open_files: cfg.max_open_files,
+            max_open_files,
             cache_bytes: cfg.cache_size,
         });
         return Ok(Prepared {
@@ -97,7 +98,7 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
     let opts = OpenOptions {
         cache_bytes: cfg.cache_size,
         allow_outside_paths: cfg.allow_external_paths,
-        max_open_files: cfg.max_open_files,
+        max_open_files,
         root: None,
     };
     let file = File::open(f, &opts).map_err(|e| format!("{}: {e}", f.display()))?;
@@ -444,6 +445,30 @@ fn raise_open_file_limit() {
     }
 }
 
+/// Descriptors the daemon needs besides the files it keeps open: stdio, /dev/fuse, logs,
+/// and one file per worker thread that a read holds while the bound closes it.
+const RESERVED_FDS: u64 = 64;
+
+/// The bound on open files to use: `wanted`, lowered (with a warning) to what the open-file
+/// limit leaves once raised to its hard value.
+fn open_file_bound(wanted: usize, threads: usize) -> usize {
+    use nix::sys::resource::{getrlimit, Resource};
+    raise_open_file_limit();
+    let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return wanted;
+    };
+    let room = soft.saturating_sub(RESERVED_FDS + threads as u64);
+    if (wanted as u64) <= room {
+        return wanted;
+    }
+    let bound = usize::try_from(room).unwrap_or(usize::MAX).max(2);
+    log::warn!(
+        "--max-open-files {wanted} lowered to {bound}: the open-file limit is {soft} \
+         (raise it with ulimit -n or LimitNOFILE=)"
+    );
+    bound
+}
+
 /// Set the readahead of the mount's backing device to `kb` KiB (needs root; otherwise left
 /// as is; 0: left as is). Returns the value set, or 0 (shown as `readahead_kb` in the
 /// mount's statistics).
@@ -482,5 +507,20 @@ fn lazy_unmount(mountpoint: &Path) {
         .status();
     if !matches!(status, Ok(s) if s.success()) {
         log::error!("lazy unmount of {} failed", mountpoint.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_open_file_bound_fits_the_limit() {
+        assert_eq!(open_file_bound(8, 4), 8);
+        let huge = open_file_bound(1 << 40, 4);
+        assert!((2..1 << 40).contains(&huge), "{huge}");
+        let (soft, _) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        assert!(huge as u64 + RESERVED_FDS <= soft.max(RESERVED_FDS + 2));
     }
 }

@@ -5,8 +5,10 @@
 //! the results to replies, and is the only code that names fuser. Groups are directories,
 //! datasets regular files whose bytes are the dataset's image, committed datatypes empty
 //! files, soft links symlinks; an external link shows the object it leads to (a dangling
-//! symlink naming it when it cannot be followed, see [`files`]). The mount is read-only: every mutating operation
-//! answers `EROFS`.
+//! symlink naming it when it cannot be followed, see `external`). A mounted directory shows
+//! its HDF5 files as directories and passes its other files through ([`hostdir`]). Every file
+//! other than the mounted one is found by the mount's resolver (`model::resolver`). The
+//! mount is read-only: every mutating operation answers `EROFS`.
 //!
 //! Attributes and directory listings are computed once per inode and kept: the file is taken
 //! not to change while mounted, unless the mount re-reads it (`--refresh`, see [`refresh`]),
