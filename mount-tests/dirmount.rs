@@ -133,7 +133,12 @@ fn a_directory_of_a_thousand_files_is_one_tree() {
         }
     }
     let most = watch.most();
-    assert!(bad.is_empty(), "{} failures: {:#?}", bad.len(), &bad[..bad.len().min(20)]);
+    assert!(
+        bad.is_empty(),
+        "{} failures: {:#?}",
+        bad.len(),
+        &bad[..bad.len().min(20)]
+    );
     assert!(most <= 32 + FD_SLACK, "{most} descriptors open at once");
     // The corrupt file fails its own directory only.
     let corrupt = m.path().join("run_01/corrupt.h5");
@@ -238,7 +243,8 @@ fn every_reference_outside_is_refused_the_same_way_unless_allowed() {
                     let e = errno_of(r);
                     if name.starts_with("/ext") {
                         // The link is a dangling symlink.
-                        let link = base.join(name.trim_start_matches('/').split('/').next().unwrap());
+                        let link =
+                            base.join(name.trim_start_matches('/').split('/').next().unwrap());
                         let md = fs::symlink_metadata(&link).unwrap();
                         assert!(md.file_type().is_symlink(), "{label}");
                         assert_eq!(e, Some(libc::ENOENT), "{label}");
@@ -302,13 +308,16 @@ fn readers_cycling_through_a_hundred_files_under_eight_open() {
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
     let most = watch.most();
     assert!(failures.is_empty(), "{failures:#?}");
     assert!(most <= 8 + FD_SLACK, "{most} descriptors open at once");
-    let stats = String::from_utf8(harness::getxattr(m.path(), "user.h5mount.stats").unwrap())
-        .unwrap();
+    let stats =
+        String::from_utf8(harness::getxattr(m.path(), "user.h5mount.stats").unwrap()).unwrap();
     let evictions = stats
         .lines()
         .find_map(|l| l.strip_prefix("files_evicted "))
@@ -359,7 +368,12 @@ fn refresh_shows_files_added_removed_and_changed() {
 fn a_directory_mounts_through_mount_t_fuse_with_options() {
     // What an fstab line of type fuse.h5mount with a directory as source does.
     let root = nix::unistd::geteuid().is_root();
-    if !root || std::process::Command::new("mount.fuse3").arg("-h").output().is_err() {
+    if !root
+        || std::process::Command::new("mount.fuse3")
+            .arg("-h")
+            .output()
+            .is_err()
+    {
         eprintln!("SKIP: needs root and mount.fuse3");
         return;
     }
@@ -378,8 +392,15 @@ fn a_directory_mounts_through_mount_t_fuse_with_options() {
     });
     let line = harness::mount_line(m.path()).unwrap();
     assert!(line.contains(" fuse.h5mount ro,"), "{line}");
-    assert!(m.path().join("day1/empty.h5").is_dir(), "{}", file.display());
-    assert_eq!(fs::read(m.path().join("README")).unwrap(), b"campaign notes");
+    assert!(
+        m.path().join("day1/empty.h5").is_dir(),
+        "{}",
+        file.display()
+    );
+    assert_eq!(
+        fs::read(m.path().join("README")).unwrap(),
+        b"campaign notes"
+    );
     assert_eq!(
         errno_of(fs::write(m.path().join("README"), b"x")),
         Some(libc::EROFS)

@@ -78,7 +78,10 @@ pub fn path_is_hdf5(path: &Path) -> bool {
 /// (below the mount root): relative, climbing only to the mount root.
 fn relative_text(from: &Path, to: &Path) -> String {
     let mut parts: Vec<String> = from.components().map(|_| "..".to_string()).collect();
-    parts.extend(to.components().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    parts.extend(
+        to.components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
     if parts.is_empty() {
         ".".to_string()
     } else {
@@ -97,7 +100,8 @@ impl H5Fs {
 
     /// The host path of the entry `rel` below the mount root.
     pub(super) fn host_abs(&self, rel: &Path) -> PathBuf {
-        self.host_root().map_or_else(|| rel.to_path_buf(), |r| r.join(rel))
+        self.host_root()
+            .map_or_else(|| rel.to_path_buf(), |r| r.join(rel))
     }
 
     /// Remember the state of the host entry of `node` that is being served (what a refresh
@@ -246,13 +250,7 @@ impl H5Fs {
     }
 
     /// The entry for the symlink `name` of `parent` (see the module docs).
-    fn host_symlink(
-        &self,
-        parent: &Node,
-        name: &str,
-        rel: &Path,
-        path: &str,
-    ) -> Option<DirEntry> {
+    fn host_symlink(&self, parent: &Node, name: &str, rel: &Path, path: &str) -> Option<DirEntry> {
         let abs = self.host_abs(rel);
         let root = self.host_root()?;
         let canon_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
@@ -297,11 +295,9 @@ impl H5Fs {
         size: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<()> {
-        let f: Arc<std::fs::File> = crate::layout::external::RawOpener::open_raw(
-            &*self.resolver,
-            &self.host_abs(rel),
-        )
-        .map_err(|e| FsError::model(&node.path, e))?;
+        let f: Arc<std::fs::File> =
+            crate::layout::external::RawOpener::open_raw(&*self.resolver, &self.host_abs(rel))
+                .map_err(|e| FsError::model(&node.path, e))?;
         out.clear();
         out.resize(size as usize, 0);
         let mut done = 0usize;
@@ -423,7 +419,10 @@ mod tests {
                 ("noext".to_string(), Directory),
             ]
         );
-        assert_eq!(fs.readlink(walk(&fs, "sub/alias.h5").unwrap().ino).unwrap(), b"../sample.h5");
+        assert_eq!(
+            fs.readlink(walk(&fs, "sub/alias.h5").unwrap().ino).unwrap(),
+            b"../sample.h5"
+        );
         // Listing and stat of every entry opened no HDF5 file.
         for p in ["sample.h5", "corrupt.h5", "sub/noext"] {
             assert_eq!(walk(&fs, p).unwrap().kind, Directory);
@@ -466,14 +465,23 @@ mod tests {
         assert_eq!(notes.size, 15);
         assert_eq!(fs.read(notes.ino, 0, 100).unwrap(), b"beamtime notes\n");
         assert_eq!(fs.read(notes.ino, 9, 3).unwrap(), b"not");
-        assert_eq!(fs.read(walk(&fs, "fake.h5").unwrap().ino, 0, 100).unwrap(), b"just text");
+        assert_eq!(
+            fs.read(walk(&fs, "fake.h5").unwrap().ino, 0, 100).unwrap(),
+            b"just text"
+        );
         // A file that cannot be parsed fails its own directory only.
         let bad = walk(&fs, "corrupt.h5").unwrap();
         assert_eq!(fs.listing(bad.ino).unwrap_err().errno(), libc::EIO);
-        assert_eq!(fs.lookup(bad.ino, OsStr::new("x")).unwrap_err().errno(), libc::EIO);
+        assert_eq!(
+            fs.lookup(bad.ino, OsStr::new("x")).unwrap_err().errno(),
+            libc::EIO
+        );
         assert!(walk(&fs, "sample.h5/detector").is_ok());
         // Read-only, and nothing outside.
-        assert_eq!(fs.open(notes.ino, libc::O_WRONLY).unwrap_err().errno(), libc::EROFS);
+        assert_eq!(
+            fs.open(notes.ino, libc::O_WRONLY).unwrap_err().errno(),
+            libc::EROFS
+        );
         assert_eq!(walk(&fs, "out_link").unwrap_err().errno(), libc::ENOENT);
         assert_eq!(walk(&fs, "pipe").unwrap_err().errno(), libc::ENOENT);
         // Inode numbers are stable: asking again gives the same ones.
@@ -535,7 +543,11 @@ mod tests {
                     }
                 }
                 let browsed = walk(&fs, &browse_path).unwrap();
-                assert_eq!(via_link.ino, browsed.ino, "{main}/{} vs {browse_path}", link.name);
+                assert_eq!(
+                    via_link.ino, browsed.ino,
+                    "{main}/{} vs {browse_path}",
+                    link.name
+                );
                 assert_eq!(via_link.size, browsed.size);
                 checked += 1;
             }
@@ -587,7 +599,10 @@ mod tests {
 
     #[test]
     fn symlink_texts_stay_inside() {
-        assert_eq!(relative_text(Path::new("a/b"), Path::new("c/d.h5")), "../../c/d.h5");
+        assert_eq!(
+            relative_text(Path::new("a/b"), Path::new("c/d.h5")),
+            "../../c/d.h5"
+        );
         assert_eq!(relative_text(Path::new(""), Path::new("x")), "x");
         assert_eq!(relative_text(Path::new("a"), Path::new("")), "..");
         assert_eq!(relative_text(Path::new(""), Path::new("")), ".");

@@ -264,7 +264,10 @@ impl InodeTable {
     /// The [`NodeKind::FileRoot`] node of file `file`, if it has one.
     pub fn file_root(&self, file: FileIdx) -> Option<Arc<Node>> {
         let t = self.read();
-        t.file_roots.get(&file).and_then(|i| t.nodes.get(i)).cloned()
+        t.file_roots
+            .get(&file)
+            .and_then(|i| t.nodes.get(i))
+            .cloned()
     }
 
     /// The node of `ino`, if it was handed out.

@@ -77,7 +77,10 @@ pub struct StatFs {
 #[derive(Debug)]
 enum Mounted {
     /// One HDF5 file, file `idx` of the resolver; `held` keeps the file served now alive.
-    File { idx: FileIdx, held: Mutex<Arc<File>> },
+    File {
+        idx: FileIdx,
+        held: RwLock<Arc<File>>,
+    },
     /// A directory (absolute, folded): see [`hostdir`].
     Dir { root: PathBuf },
 }
@@ -127,7 +130,7 @@ impl H5Fs {
         let inodes = inode::InodeTable::new(file.idx(), file.root());
         let mounted = Mounted::File {
             idx: file.idx(),
-            held: Mutex::new(file),
+            held: RwLock::new(file),
         };
         H5Fs::with(resolver, mounted, inodes, opts)
     }
@@ -171,7 +174,9 @@ impl H5Fs {
     /// The mounted file (`None` for a directory mount).
     pub fn main_file(&self) -> Option<Arc<File>> {
         match &self.mounted {
-            Mounted::File { held, .. } => Some(held.lock().unwrap_or_else(|e| e.into_inner()).clone()),
+            Mounted::File { held, .. } => {
+                Some(held.read().unwrap_or_else(|e| e.into_inner()).clone())
+            }
             Mounted::Dir { .. } => None,
         }
     }
@@ -199,6 +204,12 @@ impl H5Fs {
 
     /// The file `node` lives in.
     fn file_of(&self, node: &Node) -> FsResult<Arc<File>> {
+        if let Mounted::File { idx, held } = &self.mounted {
+            if node.file == *idx {
+                // The mounted file, on every read: no lock shared with other files' lookups.
+                return Ok(held.read().unwrap_or_else(|e| e.into_inner()).clone());
+            }
+        }
         self.resolver
             .get(node.file)
             .map_err(|e| FsError::model(&node.path, e))

@@ -291,7 +291,7 @@ impl H5Fs {
         // node after `reset_attrs` sees the new file (see `InodeTable::reset_attrs` and the
         // listings generation).
         self.resolver.replace(*idx, new.clone(), true);
-        *held.lock().unwrap_or_else(|e| e.into_inner()) = new.clone();
+        *held.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
         self.inodes.reset_attrs();
         {
             let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());

@@ -94,7 +94,7 @@ impl External {
         })
     }
 
-/// Fill `buf` from `offset`; the caller has clipped the range to the dataset.
+    /// Fill `buf` from `offset`; the caller has clipped the range to the dataset.
     pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let end = offset + buf.len() as u64;
         // First segment that ends after `offset`.
@@ -172,7 +172,11 @@ mod tests {
         std::fs::write(&b, [0xaa; 6]).unwrap();
         let missing = dir.path().join("gone.bin");
         let e = External::new(
-            files(vec![seg(&a, 4, 10), seg(&b, 2, 8), seg(&missing, 0, u64::MAX)]),
+            files(vec![
+                seg(&a, 4, 10),
+                seg(&b, 2, 8),
+                seg(&missing, 0, u64::MAX),
+            ]),
             30,
             0,
         )

@@ -456,7 +456,8 @@ impl File {
             match self.resolve(&format!("/{}", comps[..=k].join("/"))) {
                 Ok(id) => parent = id,
                 Err(_) => {
-                    let LinkTarget::External { file, path } = self.lookup(parent, comp).ok()??.target
+                    let LinkTarget::External { file, path } =
+                        self.lookup(parent, comp).ok()??.target
                     else {
                         return None;
                     };

@@ -5,16 +5,16 @@ pub mod attribute;
 pub mod dataset;
 pub mod file;
 pub mod group;
+pub mod resolver;
 mod sohm;
 pub mod value;
-pub mod resolver;
 pub mod virtual_ds;
 
 pub use attribute::Attribute;
 pub use dataset::{Dataset, DatasetInfo};
 pub use file::{File, OpenOptions};
-pub use resolver::{FileIdx, Resolver, ResolverOptions};
 pub use group::{Link, LinkTarget};
+pub use resolver::{FileIdx, Resolver, ResolverOptions};
 
 /// Identity of an object: the relative address of its object header. Hard links to one object
 /// share it.

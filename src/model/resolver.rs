@@ -471,7 +471,18 @@ impl Resolver {
     }
 
     fn handle(&self, idx: FileIdx) -> Result<Handle> {
-        let slot = self.slot(idx)?;
+        // The common case, an open file, takes the lock once.
+        let slot = {
+            let mut st = self.lock();
+            if let Some(f) = st.pinned.get(&idx) {
+                return Ok(Handle::Hdf5(f.clone()));
+            }
+            if let Some(h) = st.open.get(&idx) {
+                return Ok(h.clone());
+            }
+            st.slots.get(idx as usize).cloned()
+        }
+        .ok_or_else(|| Error::NotFound(format!("file #{idx}")))?;
         if let Some(h) = self.cached(idx, &slot) {
             return Ok(h);
         }
@@ -559,11 +570,19 @@ impl RawOpener for Resolver {
     }
 
     fn open_raw(&self, path: &Path) -> Result<Arc<std::fs::File>> {
-        let known = self.lock().by_path.get(&(Kind::Raw, path.to_path_buf())).copied();
+        let known = self
+            .lock()
+            .by_path
+            .get(&(Kind::Raw, path.to_path_buf()))
+            .copied();
         let idx = match known {
             Some(idx) => idx,
             None => {
-                let loc = self.locate(Path::new("/"), &path.to_string_lossy(), "external storage file")?;
+                let loc = self.locate(
+                    Path::new("/"),
+                    &path.to_string_lossy(),
+                    "external storage file",
+                )?;
                 self.register(Kind::Raw, &loc)
             }
         };
@@ -649,17 +668,23 @@ mod tests {
 
     #[test]
     fn the_library_follows_external_links_under_the_policy() {
-        let dir =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/extlinks");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/extlinks");
         let f = File::open(&dir.join("main_latest.h5"), &OpenOptions::default()).unwrap();
         let (t, id) = f.follow("/ext_grp/ds").unwrap();
         assert!(t.path().ends_with("sub/a_latest.h5"));
         assert_eq!(t.dataset(id).unwrap().info.shape, vec![100, 50]);
         // A chain through two files, and a path crossing a link in the middle.
         let (c, _) = f.follow("/chain").unwrap();
-        assert!(c.path().ends_with("sub/b_latest.h5"), "{}", c.path().display());
+        assert!(
+            c.path().ends_with("sub/b_latest.h5"),
+            "{}",
+            c.path().display()
+        );
         assert!(f.follow("/mid_chain").is_ok());
-        assert!(f.resolve("/ext_grp/ds").is_err(), "resolve stays in the file");
+        assert!(
+            f.resolve("/ext_grp/ds").is_err(),
+            "resolve stays in the file"
+        );
         let e = f.follow("/outside").unwrap_err();
         assert!(matches!(e, Error::Unsupported { .. }), "{e}");
         assert!(matches!(f.follow("/missing_file"), Err(Error::NotFound(_))));

@@ -91,10 +91,7 @@ enum Source {
         sel: Sel,
     },
     /// Present but unusable (corrupt, different type): reads fail with this.
-    Failed {
-        class: ErrorClass,
-        message: String,
-    },
+    Failed { class: ErrorClass, message: String },
 }
 
 /// One mapping, or one block of a `%b` mapping.
@@ -206,7 +203,10 @@ impl VirtualReader {
                 .unwrap_or_else(|| vec![0; esize as usize]),
             dtype: dtype.clone(),
             dir: file.dir(),
-            resolver: file.resolver().as_ref().map_or_else(Weak::new, Arc::downgrade),
+            resolver: file
+                .resolver()
+                .as_ref()
+                .map_or_else(Weak::new, Arc::downgrade),
             subs: Vec::new(),
         };
         // Virtual selections with their sources, before the extent is known.
