@@ -475,16 +475,18 @@ impl Chunked {
             let (i0, i1) = (r0 / g.strides[j], r1 / g.strides[j]);
             (r0, r1) = (r0 % g.strides[j], r1 % g.strides[j]);
             let c = i0 / g.chunk[j];
-            if i1 / g.chunk[j] != c {
+            // One row of the last (merged) dimension at most: trailing dimensions whose chunk
+            // spans the whole extent are merged into it, so any other dimension that differs
+            // between the ends crosses a chunk edge or the chunk's padding beyond the extent
+            // (a chunk longer than its dimension), even when the element counts agree.
+            if i1 / g.chunk[j] != c || (j + 1 < m && i0 != i1) {
                 return Ok(None);
             }
             *slot = c;
             chk0 += (i0 - c * g.chunk[j]) * g.cstrides[j];
             chk1 += (i1 - c * g.chunk[j]) * g.cstrides[j];
         }
-        // Within one chunk, image order and chunk order agree, so the chunk elements between
-        // the two ends are exactly as many as the image elements only if none lies outside
-        // the chunk: then the run is contiguous in both.
+        // Within one row of one chunk, image order and chunk order agree element for element.
         if chk1 - chk0 != e1 - e0 {
             return Ok(None);
         }
