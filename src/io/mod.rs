@@ -1,11 +1,14 @@
-//! The lowest layer: positioned reads of the HDF5 file, a little-endian byte cursor that knows
-//! the file's offset and length widths, and the two checksums the format uses.
+//! The lowest layer: byte sources (a file on disk, memory; see [`source`]), positioned reads
+//! of the HDF5 file over them, a little-endian byte cursor that knows the file's offset and
+//! length widths, and the two checksums the format uses.
 
 pub mod checksum;
 pub mod cursor;
+pub mod source;
 pub mod storage;
 
 pub use cursor::{Cursor, Sizes, UNDEFINED_ADDR};
+pub use source::{ByteSource, LocalFile, Memory};
 pub use storage::Storage;
 
 use crate::error::{Error, Result};

@@ -1,65 +1,41 @@
-//! Positioned reads (`pread`) of the HDF5 file with bounds checks.
+//! Positioned reads of an HDF5 file with bounds checks, through its [`ByteSource`].
 //!
-//! We never mmap the file: a file truncated while mounted must give an error, not SIGBUS.
 //! Addresses passed to [`Storage::read_at`] are *relative* HDF5 addresses; the base address
 //! (non-zero after a user block) is added here, so no other code has to think about it.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
+use super::source::{ByteSource, LocalFile};
 use crate::error::{Error, Result};
 
-/// Open `path` for reading if it is a regular file (or a block device). A name that leads to
-/// a FIFO, socket or character device is refused before anything reads it: opening a FIFO
-/// blocks until a writer appears, which would hang the request (and a mount's worker) that
-/// followed a link to it. The open itself does not block (`O_NONBLOCK`, which has no effect
-/// on regular files and block devices).
-pub fn open_data_file(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let ft = file.metadata()?.file_type();
-    if ft.is_file() || ft.is_block_device() {
-        Ok(file)
-    } else {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ))
-    }
-}
+pub use super::source::open_data_file;
 
-/// A shared, cheaply clonable handle on an open file plus the base address for HDF5 addresses.
+/// A shared, cheaply clonable handle on a byte source plus the base address for HDF5
+/// addresses.
 #[derive(Clone, Debug)]
 pub struct Storage {
-    inner: Arc<Inner>,
+    inner: Arc<dyn ByteSource>,
     base: u64,
 }
 
-#[derive(Debug)]
-struct Inner {
-    file: File,
-    len: u64,
-    path: PathBuf,
-}
-
 impl Storage {
-    /// Open a file for reading. The length is taken once; later growth is not seen.
+    /// Open a file on disk for reading. The length is taken once; later growth is not seen.
     pub fn open(path: &Path) -> std::io::Result<Storage> {
-        let file = open_data_file(path)?;
-        let len = file.metadata()?.len();
-        Ok(Storage {
-            inner: Arc::new(Inner {
-                file,
-                len,
-                path: path.to_path_buf(),
-            }),
+        Ok(Storage::from_source(Arc::new(LocalFile::open(path)?)))
+    }
+
+    /// Read from `source`.
+    pub fn from_source(source: Arc<dyn ByteSource>) -> Storage {
+        Storage {
+            inner: source,
             base: 0,
-        })
+        }
+    }
+
+    /// The byte source.
+    pub fn source(&self) -> &Arc<dyn ByteSource> {
+        &self.inner
     }
 
     /// The same file with a different base address (relative address 0 = absolute `base`).
@@ -75,20 +51,15 @@ impl Storage {
         self.base
     }
 
-    /// Path the file was opened from.
-    pub fn path(&self) -> &Path {
-        &self.inner.path
-    }
-
     /// Length of the file in bytes (absolute, including any user block).
     pub fn file_len(&self) -> u64 {
-        self.inner.len
+        self.inner.len()
     }
 
     /// Number of bytes available from relative address `addr` to the end of the file.
     pub fn available(&self, addr: u64) -> u64 {
         match self.base.checked_add(addr) {
-            Some(abs) => self.inner.len.saturating_sub(abs),
+            Some(abs) => self.inner.len().saturating_sub(abs),
             None => 0,
         }
     }
@@ -100,11 +71,11 @@ impl Storage {
         let abs = self
             .base
             .checked_add(addr)
-            .filter(|a| a.checked_add(len).is_some_and(|end| end <= self.inner.len))
+            .filter(|a| a.checked_add(len).is_some_and(|end| end <= self.inner.len()))
             .ok_or(Error::Truncated { what, addr })?;
         let mut done = 0usize;
         while done < buf.len() {
-            match self.inner.file.read_at(&mut buf[done..], abs + done as u64) {
+            match self.inner.read_at(abs + done as u64, &mut buf[done..]) {
                 Ok(0) => return Err(Error::Truncated { what, addr }),
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

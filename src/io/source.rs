@@ -1,0 +1,220 @@
+//! Byte sources: where the bytes of a file come from.
+//!
+//! Everything above `io` reads through [`Storage`](super::Storage), and `Storage` reads
+//! through one [`ByteSource`]: a length, positioned reads, a list of ranges at once, an
+//! identity that changes when the bytes may have (what a refresh compares), and a name for
+//! messages. Two sources live here: [`LocalFile`], positioned reads of a file on disk (never
+//! mapped: a file truncated while mounted must give an error, not SIGBUS), and [`Memory`], a
+//! buffer (unit tests and fuzzing, with no file per input). A remote source (HTTP ranges, an
+//! object store) implements the same trait and may answer [`ByteSource::read_ranges`] with
+//! fewer, merged requests.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the bytes of a file come from (see the module docs).
+pub trait ByteSource: Send + Sync + std::fmt::Debug {
+    /// Length in bytes, as taken when the source was opened.
+    fn len(&self) -> u64;
+
+    /// True when the source holds no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Read into `buf` from `offset`; the bytes read, fewer than asked only at the end (0 at or
+    /// past it).
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize>;
+
+    /// Fill each buffer from its offset, in any order the source finds fastest (a remote
+    /// source merges near ranges into one request). A range past the end is an error.
+    fn read_ranges(&self, ranges: &mut [(u64, &mut [u8])]) -> std::io::Result<()> {
+        for (offset, buf) in ranges.iter_mut() {
+            read_exact_at(self, *offset, buf)?;
+        }
+        Ok(())
+    }
+
+    /// What identifies this state of the bytes (an ETag, or device, inode, size and times).
+    fn identity(&self) -> String;
+
+    /// A name for messages (a path or a URL, without credentials).
+    fn name(&self) -> String;
+
+    /// The local path, for a source that is a file on disk.
+    fn local_path(&self) -> Option<&Path> {
+        None
+    }
+}
+
+/// Fill `buf` from `offset` of `src`, or fail: `UnexpectedEof` if the source ends first.
+pub fn read_exact_at<S: ByteSource + ?Sized>(
+    src: &S,
+    offset: u64,
+    buf: &mut [u8],
+) -> std::io::Result<()> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        match src.read_at(offset + done as u64, &mut buf[done..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Open `path` for reading if it is a regular file (or a block device). A name that leads to
+/// a FIFO, socket or character device is refused before anything reads it: opening a FIFO
+/// blocks until a writer appears, which would hang the request (and a mount's worker) that
+/// followed a link to it. The open itself does not block (`O_NONBLOCK`, which has no effect
+/// on regular files and block devices).
+pub fn open_data_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let ft = file.metadata()?.file_type();
+    if ft.is_file() || ft.is_block_device() {
+        Ok(file)
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ))
+    }
+}
+
+/// A file on disk, read with `pread`.
+#[derive(Debug)]
+pub struct LocalFile {
+    file: File,
+    len: u64,
+    path: PathBuf,
+    identity: String,
+}
+
+impl LocalFile {
+    /// Open `path` (see [`open_data_file`]). The length is taken once; later growth is not
+    /// seen.
+    pub fn open(path: &Path) -> std::io::Result<LocalFile> {
+        let file = open_data_file(path)?;
+        let meta = file.metadata()?;
+        Ok(LocalFile {
+            len: meta.len(),
+            identity: format!(
+                "{}:{}:{}:{}.{}",
+                meta.dev(),
+                meta.ino(),
+                meta.len(),
+                meta.mtime(),
+                meta.mtime_nsec()
+            ),
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl ByteSource for LocalFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        // Past the length taken at open: nothing (and no offset the kernel refuses).
+        if offset >= self.len {
+            return Ok(0);
+        }
+        self.file.read_at(buf, offset)
+    }
+
+    fn identity(&self) -> String {
+        self.identity.clone()
+    }
+
+    fn name(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn local_path(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+}
+
+/// Bytes in memory.
+#[derive(Clone, Debug)]
+pub struct Memory {
+    bytes: Arc<[u8]>,
+    name: String,
+}
+
+impl Memory {
+    /// A source over `bytes`, named `name` in messages.
+    pub fn new(bytes: impl Into<Arc<[u8]>>, name: &str) -> Memory {
+        Memory {
+            bytes: bytes.into(),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl ByteSource for Memory {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Ok(start) = usize::try_from(offset) else {
+            return Ok(0);
+        };
+        let avail = self.bytes.get(start..).unwrap_or(&[]);
+        let n = avail.len().min(buf.len());
+        buf[..n].copy_from_slice(&avail[..n]);
+        Ok(n)
+    }
+
+    fn identity(&self) -> String {
+        format!("memory:{}:{:p}", self.bytes.len(), self.bytes.as_ptr())
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_and_files_read_alike() {
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, &bytes).unwrap();
+        let sources: [Arc<dyn ByteSource>; 2] = [
+            Arc::new(Memory::new(bytes.clone(), "mem")),
+            Arc::new(LocalFile::open(&p).unwrap()),
+        ];
+        for s in sources {
+            assert_eq!(s.len(), 5000);
+            let mut a = [0u8; 10];
+            let mut b = [0u8; 3];
+            s.read_ranges(&mut [(4990, &mut a[..]), (7, &mut b[..])])
+                .unwrap();
+            assert_eq!(&a[..], &bytes[4990..]);
+            assert_eq!(&b[..], &bytes[7..10]);
+            let mut c = [0u8; 4];
+            assert_eq!(s.read_at(4998, &mut c).unwrap(), 2, "short at the end");
+            assert_eq!(s.read_at(u64::MAX, &mut c).unwrap(), 0);
+            let e = read_exact_at(&*s, 4998, &mut c).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+            assert!(!s.identity().is_empty() && !s.name().is_empty());
+        }
+    }
+}
