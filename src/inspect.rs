@@ -41,7 +41,19 @@ const OUTPUT_CLOSED: &str = "output closed";
 /// Write the listing of the file at `path` (starting at object path `start`, default `/`).
 /// A closed output (broken pipe) ends the listing without an error.
 pub fn inspect(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
-    match list(path, start, out) {
+    let file = File::open(
+        path,
+        &OpenOptions {
+            cache_bytes: 16 << 20,
+            ..OpenOptions::default()
+        },
+    )?;
+    inspect_file(&file, start, out)
+}
+
+/// Write the listing of the open `file`, as [`inspect`] does.
+pub fn inspect_file(file: &Arc<File>, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
+    match list(file, start, out) {
         Err(Error::Invalid(m)) if m == OUTPUT_CLOSED => Ok(()),
         r => r,
     }
@@ -69,14 +81,7 @@ fn followed(file: &Arc<File>, name: &str, path: &str) -> String {
     }
 }
 
-fn list(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
-    let file = File::open(
-        path,
-        &OpenOptions {
-            cache_bytes: 16 << 20,
-            ..OpenOptions::default()
-        },
-    )?;
+fn list(file: &Arc<File>, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
     let start_path = start.unwrap_or("/").to_string();
     let start_id = file.resolve(&start_path)?;
     let mut seen: HashMap<ObjectId, String> = HashMap::new();
@@ -179,7 +184,7 @@ fn list(path: &Path, start: Option<&str>, out: &mut dyn Write) -> Result<()> {
                     LinkTarget::Soft(t) => Err(format!("{cp}  soft link -> {t}")),
                     LinkTarget::External { file: name, path } => Err(format!(
                         "{cp}  external link -> {name}::{path}  {}",
-                        followed(&file, name, path)
+                        followed(file, name, path)
                     )),
                     LinkTarget::UserDefined(t) => Err(format!("{cp}  user-defined link type {t}")),
                 };

@@ -8,7 +8,7 @@
 #![no_main]
 
 use h5mount::format::messages::layout::ChunkIndexSpec;
-use h5mount::io::{Sizes, Storage};
+use h5mount::io::Sizes;
 use h5mount::layout::chunk_index::{self, IndexParams};
 use h5mount_fuzz::Bytes;
 use libfuzzer_sys::fuzz_target;
@@ -85,10 +85,7 @@ fuzz_target!(|data: &[u8]| {
             merge_percent: p[1],
         },
     };
-    let path = h5mount_fuzz::write_input(b.rest());
-    let Ok(storage) = Storage::open(&path) else {
-        return;
-    };
+    let storage = h5mount_fuzz::storage(b.rest());
     let params = IndexParams {
         storage,
         sizes,

@@ -5,14 +5,10 @@
 use h5mount::format::messages;
 use h5mount::format::object_header::ObjectHeader;
 use h5mount::format::superblock::Superblock;
-use h5mount::io::Storage;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let path = h5mount_fuzz::write_input(data);
-    let Ok(raw) = Storage::open(&path) else {
-        return;
-    };
+    let raw = h5mount_fuzz::storage(data);
     let Ok((mut sb, storage)) = Superblock::locate(&raw) else {
         return;
     };

@@ -1,17 +1,16 @@
 //! Shared helpers of the h5mount fuzz targets.
 //!
-//! The library reads files with `pread` on a path (`io::Storage`), so every input is first
-//! written to a scratch file that belongs to this process (one path per process, rewritten
-//! for each input: cheaper than a fresh temporary file per execution). The walkers below visit
-//! what a mount would: every object reachable from the root (each header once, a bounded
-//! number in all), its attributes and their rendering, and, for datasets, their description
-//! and a few byte ranges of their image. Errors are expected and ignored; a panic, a hang
-//! (libFuzzer `-timeout`) or a memory blow-up (`-rss_limit_mb`) is a finding.
+//! Inputs are read from memory (`io::Memory`, through `File::from_source` and
+//! `Storage::from_source`): no scratch file is written per execution. The walkers below
+//! visit what a mount would: every object reachable from the root (each header once, a
+//! bounded number in all), its attributes and their rendering, and, for datasets, their
+//! description and a few byte ranges of their image. Errors are expected and ignored; a panic,
+//! a hang (libFuzzer `-timeout`) or a memory blow-up (`-rss_limit_mb`) is a finding.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use h5mount::io::{Memory, Storage};
 use h5mount::model::{File, LinkTarget, ObjectId, ObjectKind, OpenOptions};
 
 /// Objects visited per input at most: fuzzed files can be made of thousands of tiny headers,
@@ -20,25 +19,11 @@ const MAX_OBJECTS: usize = 2_000;
 /// Bytes of one dataset read per range, and ranges per dataset.
 const READ_LEN: usize = 64 << 10;
 
-/// Path of this process's scratch file, with the input written to it.
-pub fn write_input(data: &[u8]) -> PathBuf {
-    let path = scratch_path();
-    std::fs::write(&path, data).expect("write the fuzz input to the scratch file");
-    path
+/// The input as a byte source.
+pub fn storage(data: &[u8]) -> Storage {
+    Storage::from_source(Arc::new(Memory::new(data.to_vec(), "fuzz input")))
 }
 
-fn scratch_path() -> PathBuf {
-    // /dev/shm keeps the per-execution write off the disk when it exists.
-    let dir = Path::new("/dev/shm");
-    let dir = if dir.is_dir() {
-        dir.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    };
-    dir.join(format!("h5mount-fuzz-{}.h5", std::process::id()))
-}
-
-/// Open options with a small chunk cache (the cache bound itself is under test too).
 pub fn options() -> OpenOptions {
     OpenOptions {
         cache_bytes: 4 << 20,
@@ -158,9 +143,10 @@ pub fn read_ranges(d: &h5mount::model::Dataset) {
     let _ = d.read_at(u64::MAX - 1, &mut buf[..16]);
 }
 
-/// Open `path` and check that errors name something (non-empty Display).
-pub fn open(path: &Path) -> Option<Arc<File>> {
-    match File::open(path, &options()) {
+/// Open the input as an HDF5 file and check that errors name something (non-empty Display).
+pub fn open(data: &[u8]) -> Option<Arc<File>> {
+    let source = Arc::new(Memory::new(data.to_vec(), "fuzz input"));
+    match File::from_source(source, &options()) {
         Ok(f) => Some(f),
         Err(e) => {
             assert!(!e.to_string().is_empty(), "empty error text");

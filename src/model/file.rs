@@ -115,6 +115,30 @@ impl File {
         Ok(file)
     }
 
+    /// Open a file whose bytes come from `source` (memory, in tests and fuzzing). It follows
+    /// no name of another file: external links, VDS sources in other files and external
+    /// storage are refused (unsupported).
+    pub fn from_source(
+        source: Arc<dyn crate::io::ByteSource>,
+        options: &OpenOptions,
+    ) -> Result<Arc<File>> {
+        let resolver = Resolver::isolated(options.cache_bytes);
+        let name = source.name();
+        let idx = resolver.register_source(&name);
+        let cache = resolver.chunk_cache().clone();
+        let cache_file = cache.new_file_id();
+        let file = File::open_storage(
+            Storage::from_source(source),
+            Path::new(&name),
+            Back::Owner(resolver.clone()),
+            idx,
+            cache,
+            cache_file,
+        )?;
+        resolver.adopt(idx, &file);
+        Ok(file)
+    }
+
     /// Open `path` as file `idx` of `resolver`, decoding into `cache` under `cache_file`.
     pub(super) fn open_member(
         path: &Path,
@@ -139,6 +163,17 @@ impl File {
             len: 0,
             source: std::io::Error::new(source.kind(), format!("{}: {source}", path.display())),
         })?;
+        File::open_storage(raw, path, back, idx, cache, cache_file)
+    }
+
+    fn open_storage(
+        raw: Storage,
+        path: &Path,
+        back: Back,
+        idx: FileIdx,
+        cache: Arc<ChunkCache>,
+        cache_file: u64,
+    ) -> Result<Arc<File>> {
         let (superblock, storage) = Superblock::locate(&raw)?;
         let file = File {
             storage,

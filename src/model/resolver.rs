@@ -178,6 +178,8 @@ struct State {
 
 /// The files of a mount (see the module docs).
 pub struct Resolver {
+    /// Follows no name at all (its one file came from memory, not from a directory).
+    isolated: bool,
     root: PathBuf,
     root_canon: PathBuf,
     allow_outside: bool,
@@ -207,10 +209,15 @@ impl Resolver {
 
     /// A resolver whose files decode into `cache` (`opts.cache_bytes` unused).
     pub fn with_cache(opts: ResolverOptions, cache: Arc<ChunkCache>) -> Arc<Resolver> {
+        Resolver::build(opts, cache, false)
+    }
+
+    fn build(opts: ResolverOptions, cache: Arc<ChunkCache>, isolated: bool) -> Arc<Resolver> {
         let root = absolute(&opts.root);
         let root_canon = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone());
         let max_open = opts.max_open_files.max(MIN_OPEN_FILES);
         Arc::new_cyclic(|me| Resolver {
+            isolated,
             root,
             root_canon,
             allow_outside: opts.allow_outside_paths,
@@ -227,6 +234,27 @@ impl Resolver {
             evictions: AtomicU64::new(0),
             me: me.clone(),
         })
+    }
+
+    /// A resolver for a file that is not on disk (see [`File::from_source`]): it follows no
+    /// name of another file.
+    pub fn isolated(cache_bytes: u64) -> Arc<Resolver> {
+        let opts = ResolverOptions {
+            root: PathBuf::from("/"),
+            allow_outside_paths: false,
+            max_open_files: MIN_OPEN_FILES,
+            cache_bytes,
+        };
+        Resolver::build(opts, Arc::new(ChunkCache::new(cache_bytes)), true)
+    }
+
+    /// A slot for a file its owner opened from a byte source (no path to reopen it by).
+    pub(super) fn register_source(&self, name: &str) -> FileIdx {
+        let loc = Located {
+            path: PathBuf::from(name),
+            canonical: PathBuf::from(format!("\0source:{name}")),
+        };
+        self.register(Kind::Hdf5, &loc)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -275,6 +303,12 @@ impl Resolver {
     pub fn locate(&self, dir: &Path, name: &str, what: &'static str) -> Result<Located> {
         if name.is_empty() {
             return Err(Error::NotFound(format!("{what} with an empty file name")));
+        }
+        if self.isolated {
+            return Err(Error::unsupported(
+                what,
+                format!("{name:?}: the file was not opened from a directory, so no other file is followed"),
+            ));
         }
         let path = absolute(&dir.join(name));
         let refuse = |resolved: &Path| {
@@ -700,6 +734,23 @@ mod tests {
         let f = File::open(&dir.join("main_latest.h5"), &opts).unwrap();
         // Allowed, it is looked for (the fixture keeps no file there).
         assert!(matches!(f.follow("/outside"), Err(Error::NotFound(_))));
+    }
+
+    #[test]
+    fn a_file_from_memory_reads_alike_and_follows_no_name() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/extlinks");
+        let bytes = std::fs::read(dir.join("main_latest.h5")).unwrap();
+        let mem = crate::io::Memory::new(bytes, "main in memory");
+        let f = File::from_source(Arc::new(mem), &OpenOptions::default()).unwrap();
+        let disk = File::open(&dir.join("main_latest.h5"), &OpenOptions::default()).unwrap();
+        let read = |f: &File| {
+            let d = f.dataset(f.resolve("/local").unwrap()).unwrap();
+            crate::io::read_fully(d.len(), "test", |o, b| d.read_at(o, b)).unwrap()
+        };
+        assert_eq!(read(&f), read(&disk));
+        let e = f.follow("/ext_ds").unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(disk.follow("/ext_ds").is_ok());
     }
 
     #[test]
