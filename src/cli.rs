@@ -30,8 +30,9 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Sub>,
 
-    /// HDF5 file to mount, or a directory: its HDF5 files become directories of their trees,
-    /// its other files are served as they are.
+    /// HDF5 file to mount, or a directory (its HDF5 files become directories of their trees,
+    /// its other files are served as they are), or a remote object: s3://BUCKET/KEY,
+    /// https://HOST/PATH or http://HOST/PATH.
     #[arg(required = true, value_name = "SOURCE")]
     file: Option<PathBuf>,
 
@@ -98,6 +99,32 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = config::parse_max_open_files, help_heading = "Performance")]
     max_open_files: Option<usize>,
 
+    /// S3 endpoint of an S3-compatible store, e.g. http://127.0.0.1:8333 (-o endpoint=URL)
+    /// [default: AWS].
+    #[arg(long, value_name = "URL", help_heading = "Remote sources")]
+    endpoint: Option<String>,
+
+    /// S3 region (-o region=NAME) [default: AWS_REGION, else us-east-1].
+    #[arg(long, value_name = "NAME", help_heading = "Remote sources")]
+    region: Option<String>,
+
+    /// Send unsigned requests, for public buckets (-o no_sign_request).
+    #[arg(long, help_heading = "Remote sources")]
+    no_sign_request: bool,
+
+    /// Address buckets as BUCKET.HOST rather than HOST/BUCKET (-o virtual_hosted).
+    #[arg(long, help_heading = "Remote sources")]
+    virtual_hosted: bool,
+
+    /// Longest one request may take, in seconds (-o request_timeout=S) [default: 10].
+    #[arg(long, value_name = "SECONDS", value_parser = |v: &str| config::parse_seconds("request_timeout", v), help_heading = "Remote sources")]
+    request_timeout: Option<std::time::Duration>,
+
+    /// Longest a read may spend retrying failed requests, in seconds (-o retry_timeout=S)
+    /// [default: 30].
+    #[arg(long, value_name = "SECONDS", value_parser = |v: &str| config::parse_seconds("retry_timeout", v), help_heading = "Remote sources")]
+    retry_timeout: Option<std::time::Duration>,
+
     /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = ArgAction::Count, help_heading = "Logging")]
     verbose: u8,
@@ -158,6 +185,20 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     }
     if let Some(n) = cli.max_open_files {
         c.max_open_files = n;
+    }
+    if cli.endpoint.is_some() {
+        c.endpoint = cli.endpoint;
+    }
+    if cli.region.is_some() {
+        c.region = cli.region;
+    }
+    c.no_sign_request |= cli.no_sign_request;
+    c.virtual_hosted |= cli.virtual_hosted;
+    if let Some(t) = cli.request_timeout {
+        c.request_timeout = t;
+    }
+    if let Some(t) = cli.retry_timeout {
+        c.retry_timeout = t;
     }
     c.npy |= cli.npy;
     c.envi |= cli.envi;

@@ -70,7 +70,24 @@ pub struct Config {
     /// Re-read the file this often when it changes (`--refresh`, `-o refresh=`; default
     /// off: the file is served as it was when mounted).
     pub refresh: Option<Duration>,
+    /// Remote sources (`s3://`, `http(s)://`): S3 endpoint (`--endpoint`, `-o endpoint=`).
+    pub endpoint: Option<String>,
+    /// S3 region (`--region`, `-o region=`).
+    pub region: Option<String>,
+    /// Unsigned requests, for public buckets (`--no-sign-request`, `-o no_sign_request`).
+    pub no_sign_request: bool,
+    /// Virtual-hosted S3 addressing (`--virtual-hosted`, `-o virtual_hosted`).
+    pub virtual_hosted: bool,
+    /// Longest one request may take (`--request-timeout`, `-o request_timeout=`).
+    pub request_timeout: Duration,
+    /// Longest a read may retry before failing (`--retry-timeout`, `-o retry_timeout=`).
+    pub retry_timeout: Duration,
 }
+
+/// Default bound on one request to a remote source.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default bound on the retries of one read of a remote source.
+pub const DEFAULT_RETRY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
     /// Defaults for a mount of `file` at `mountpoint`.
@@ -99,6 +116,12 @@ impl Config {
             envi: false,
             byte_order: ByteOrderMode::AsStored,
             refresh: None,
+            endpoint: None,
+            region: None,
+            no_sign_request: false,
+            virtual_hosted: false,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            retry_timeout: DEFAULT_RETRY_TIMEOUT,
         }
     }
 
@@ -149,6 +172,12 @@ impl Config {
             "refresh" => self.refresh = parse_refresh(need()?)?,
             "readahead" => self.readahead_kb = parse_readahead(need()?)?,
             "max_open_files" => self.max_open_files = parse_max_open_files(need()?)?,
+            "endpoint" => self.endpoint = Some(need()?.to_string()),
+            "region" => self.region = Some(need()?.to_string()),
+            "no_sign_request" => self.no_sign_request = true,
+            "virtual_hosted" => self.virtual_hosted = true,
+            "request_timeout" => self.request_timeout = parse_seconds(key, need()?)?,
+            "retry_timeout" => self.retry_timeout = parse_seconds(key, need()?)?,
             // Generic mount(8)/fstab options that mean nothing to a FUSE filesystem, or are
             // implied (h5mount always mounts nodev,nosuid).
             "noauto" | "auto" | "nofail" | "_netdev" | "user" | "users" | "nouser" | "dev"
@@ -236,6 +265,16 @@ pub fn parse_refresh(v: &str) -> Result<Option<Duration>, String> {
     }
     match Duration::try_from_secs_f64(secs) {
         Ok(d) if (MIN_REFRESH..=MAX_REFRESH).contains(&d) => Ok(Some(d)),
+        _ => Err(err()),
+    }
+}
+
+/// A duration in seconds (decimals allowed) from 0.1 s to one hour, for `key`.
+pub fn parse_seconds(key: &str, v: &str) -> Result<Duration, String> {
+    let err = || format!("{key}={v}: expected seconds from 0.1 to 3600");
+    let secs: f64 = v.trim().parse().map_err(|_| err())?;
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if (Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) => Ok(d),
         _ => Err(err()),
     }
 }
@@ -344,6 +383,24 @@ mod tests {
             "readahead=-1",
             "readahead=65537",
         ] {
+            assert!(cfg().apply_options(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn remote_options() {
+        let mut c = cfg();
+        assert_eq!(c.request_timeout, DEFAULT_REQUEST_TIMEOUT);
+        c.apply_options("ro,endpoint=http://127.0.0.1:8333,region=eu-west-1,no_sign_request")
+            .unwrap();
+        c.apply_options("virtual_hosted,request_timeout=2.5,retry_timeout=60")
+            .unwrap();
+        assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
+        assert_eq!(c.region.as_deref(), Some("eu-west-1"));
+        assert!(c.no_sign_request && c.virtual_hosted);
+        assert_eq!(c.request_timeout, Duration::from_millis(2500));
+        assert_eq!(c.retry_timeout, Duration::from_secs(60));
+        for bad in ["endpoint", "request_timeout=0", "retry_timeout=x"] {
             assert!(cfg().apply_options(bad).is_err(), "{bad}");
         }
     }

@@ -64,6 +64,10 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
         return Err(format!("{}: not a directory", mp.display()));
     }
     let f = &cfg.file;
+    #[cfg(feature = "remote")]
+    if let Some(url) = f.to_str().filter(|u| h5mount::io::remote::is_remote(u)) {
+        return prepare_remote(cfg, url, mp_meta.dev());
+    }
     let meta = std::fs::metadata(f).map_err(|e| format!("{}: {e}", f.display()))?;
     let fs_opts = FsOptions {
         uid: cfg.uid.unwrap_or(meta.uid()),
@@ -119,6 +123,63 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
         mount_dev: mp_meta.dev(),
         stamp: Stamp::of_meta(&meta),
     })
+}
+
+/// Open a remote object (one HEAD, one GET of its head) and parse its root group.
+#[cfg(feature = "remote")]
+fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, String> {
+    use h5mount::io::remote::{Remote, RemoteOptions};
+    let shown = display_url(url);
+    let ropts = RemoteOptions {
+        endpoint: cfg.endpoint.clone(),
+        region: cfg.region.clone(),
+        no_sign: cfg.no_sign_request,
+        virtual_hosted: cfg.virtual_hosted,
+        request_timeout: cfg.request_timeout,
+        retry_total: cfg.retry_timeout,
+        ..RemoteOptions::default()
+    };
+    let remote = Remote::open(url, &ropts).map_err(|e| e.to_string())?;
+    let size = h5mount::io::ByteSource::len(&remote);
+    let opts = OpenOptions {
+        cache_bytes: cfg.cache_size,
+        allow_outside_paths: cfg.allow_external_paths,
+        max_open_files: cfg.max_open_files,
+        root: None,
+    };
+    let file = File::from_source(Arc::new(remote), &opts).map_err(|e| format!("{shown}: {e}"))?;
+    match file.kind(file.root()) {
+        Ok(ObjectKind::Group) => {}
+        Ok(k) => return Err(format!("{shown}: root object is a {k:?}, not a group")),
+        Err(e) => return Err(format!("{shown}: root group: {e}")),
+    }
+    Ok(Prepared {
+        source: Source::File(file),
+        fs_opts: FsOptions {
+            uid: cfg.uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw()),
+            gid: cfg.gid.unwrap_or_else(|| nix::unistd::getegid().as_raw()),
+            file_mtime: SystemTime::now(),
+            file_size: size,
+            views: cfg.views(),
+            refresh: None,
+        },
+        mount_dev,
+        stamp: Stamp::unknown(),
+    })
+}
+
+/// `url` without any `user:password@` part, for messages and `/proc/mounts`.
+pub fn display_url(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let host_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..host_end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_string(),
+            }
+        }
+        None => url.to_string(),
+    }
 }
 
 /// Mount per `cfg`; returns the process exit status.
@@ -258,7 +319,7 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         fsname: cfg
             .fsname
             .clone()
-            .unwrap_or_else(|| cfg.file.display().to_string()),
+            .unwrap_or_else(|| display_url(&cfg.file.display().to_string())),
         subtype: cfg.subtype.clone().unwrap_or_else(|| "h5mount".into()),
         allow_other: cfg.allow_other,
         allow_root: cfg.allow_root,
@@ -513,6 +574,13 @@ fn lazy_unmount(mountpoint: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        assert_eq!(display_url("https://u:p@host/f.h5"), "https://host/f.h5");
+        assert_eq!(display_url("s3://bucket/a@b.h5"), "s3://bucket/a@b.h5");
+        assert_eq!(display_url("/data/f.h5"), "/data/f.h5");
+    }
 
     #[test]
     fn the_open_file_bound_fits_the_limit() {

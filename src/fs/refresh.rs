@@ -93,6 +93,17 @@ impl Stamp {
         }
     }
 
+    /// A stamp that matches no file (a source with no local state to compare).
+    pub fn unknown() -> Stamp {
+        Stamp {
+            dev: u64::MAX,
+            ino: u64::MAX,
+            len: u64::MAX,
+            mtime: (0, 0),
+            ctime: (0, 0),
+        }
+    }
+
     /// The stamp of the file at `path` now.
     pub fn of(path: &Path) -> std::io::Result<Stamp> {
         std::fs::metadata(path).map(|m| Stamp::of_meta(&m))

@@ -4,6 +4,9 @@
 
 pub mod checksum;
 pub mod cursor;
+pub mod pages;
+#[cfg(feature = "remote")]
+pub mod remote;
 pub mod source;
 pub mod storage;
 
