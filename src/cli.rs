@@ -13,7 +13,7 @@ use crate::config::{self, Config};
 
 /// What the user asked for.
 pub enum Command {
-    Mount(Config),
+    Mount(Box<Config>),
     Inspect { file: PathBuf, path: Option<String> },
 }
 
@@ -213,7 +213,7 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     c.verbose = cli.verbose;
     c.log_file = cli.log_file;
     c.validate()?;
-    Ok(Command::Mount(c))
+    Ok(Command::Mount(Box::new(c)))
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ fn main() {
             } else {
                 init_logging(cfg.verbose, cfg.log_file.as_deref());
             }
-            daemon::run(cfg)
+            daemon::run(*cfg)
         }
     };
     std::process::exit(code);

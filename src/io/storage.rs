@@ -71,7 +71,10 @@ impl Storage {
         let abs = self
             .base
             .checked_add(addr)
-            .filter(|a| a.checked_add(len).is_some_and(|end| end <= self.inner.len()))
+            .filter(|a| {
+                a.checked_add(len)
+                    .is_some_and(|end| end <= self.inner.len())
+            })
             .ok_or(Error::Truncated { what, addr })?;
         let mut done = 0usize;
         while done < buf.len() {
