@@ -184,6 +184,11 @@ pub fn display_url(url: &str) -> String {
 
 /// Mount per `cfg`; returns the process exit status.
 pub fn run(cfg: Config) -> i32 {
+    // A remote source costs requests to open: the background parent leaves that to the
+    // child, which reports a failure on the pipe and exits 2 (passed on by the parent).
+    if !cfg.foreground && is_remote_source(&cfg) {
+        return spawn_background();
+    }
     let prepared = match prepare(&cfg) {
         Ok(p) => p,
         Err(msg) => {
@@ -199,6 +204,21 @@ pub fn run(cfg: Config) -> i32 {
         return spawn_background();
     }
     serve(&cfg, prepared)
+}
+
+/// Whether the source is a remote object (`s3://`, `http(s)://`).
+fn is_remote_source(cfg: &Config) -> bool {
+    #[cfg(feature = "remote")]
+    {
+        cfg.file
+            .to_str()
+            .is_some_and(h5mount::io::remote::is_remote)
+    }
+    #[cfg(not(feature = "remote"))]
+    {
+        let _ = cfg;
+        false
+    }
 }
 
 /// Write one line to the parent of a background mount (our stdout is its pipe).
@@ -253,8 +273,11 @@ fn spawn_background() -> i32 {
         Ok(Ok(line)) if line.trim() == "ready" => 0,
         Ok(Ok(line)) if line.starts_with("error: ") => {
             eprintln!("h5mount: {}", line.trim_end().trim_start_matches("error: "));
-            let _ = child.wait();
-            1
+            // A source that could not be opened is a usage error (2), as in the foreground.
+            match child.wait().map(|s| s.code()) {
+                Ok(Some(2)) => 2,
+                _ => 1,
+            }
         }
         Ok(_) => {
             let status = child.wait().map(|s| s.to_string());
