@@ -119,6 +119,11 @@ fn stats_xattr_is_served_on_the_root_only_and_not_listed() {
         "files_open",
         "files_opened",
         "files_evicted",
+        "remote_heads",
+        "remote_gets",
+        "remote_bytes",
+        "remote_failures",
+        "remote_changed",
     ];
     for k in keys {
         assert!(s.contains_key(k), "missing {k}: {s:?}");

@@ -717,6 +717,9 @@ impl H5Fs {
                 cache.capacity(),
                 self.prefetch.stats(),
                 self.resolver.stats(),
+                self.main_file()
+                    .and_then(|f| f.storage().source().requests())
+                    .unwrap_or_default(),
             )
             .render()
     }

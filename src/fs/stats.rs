@@ -23,6 +23,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cache::CacheStats;
+use crate::io::RequestCounts;
 use crate::model::resolver::ResolverStats;
 
 use super::prefetch::PrefetchStats;
@@ -31,7 +32,7 @@ use super::prefetch::PrefetchStats;
 pub const STATS_XATTR: &str = "user.h5mount.stats";
 
 /// The keys of the text, in order.
-pub const KEYS: [&str; 18] = [
+pub const KEYS: [&str; 23] = [
     "read_requests",
     "read_bytes",
     "read_max_request",
@@ -50,6 +51,11 @@ pub const KEYS: [&str; 18] = [
     "files_open",
     "files_opened",
     "files_evicted",
+    "remote_heads",
+    "remote_gets",
+    "remote_bytes",
+    "remote_failures",
+    "remote_changed",
 ];
 
 /// The longest the text can be (every value of 20 digits). A size query (`getxattr` with
@@ -96,6 +102,7 @@ impl Stats {
         cache_capacity: u64,
         prefetch: PrefetchStats,
         files: ResolverStats,
+        remote: RequestCounts,
     ) -> Snapshot {
         Snapshot {
             read_requests: self.read_requests.load(Ordering::Relaxed),
@@ -107,6 +114,7 @@ impl Stats {
             readahead_kb: self.readahead_kb.load(Ordering::Relaxed),
             refreshes: self.refreshes.load(Ordering::Relaxed),
             files,
+            remote,
         }
     }
 }
@@ -129,6 +137,8 @@ pub struct Snapshot {
     pub refreshes: u64,
     /// The resolver's counters.
     pub files: ResolverStats,
+    /// Requests of the mounted remote object (zeros for a local source).
+    pub remote: RequestCounts,
 }
 
 impl Snapshot {
@@ -153,6 +163,11 @@ impl Snapshot {
             self.files.open,
             self.files.opens,
             self.files.evictions,
+            self.remote.heads,
+            self.remote.gets,
+            self.remote.bytes,
+            self.remote.failures,
+            self.remote.changed,
         ];
         let mut out = String::new();
         for (k, v) in KEYS.iter().zip(values) {
@@ -193,7 +208,14 @@ mod tests {
             opens: 5,
             evictions: 3,
         };
-        let text = s.snapshot(cache, 1 << 30, pf, files).render();
+        let remote = RequestCounts {
+            heads: 1,
+            gets: 2,
+            bytes: 3,
+            failures: 4,
+            changed: 5,
+        };
+        let text = s.snapshot(cache, 1 << 30, pf, files, remote).render();
         let full = Stats::default();
         full.on_read(u32::MAX, usize::MAX);
         full.on_read(u32::MAX, usize::MAX);
@@ -217,7 +239,14 @@ mod tests {
             opens: u64::MAX,
             evictions: u64::MAX,
         };
-        let long = full.snapshot(max, u64::MAX, pmax, fmax).render();
+        let rmax = RequestCounts {
+            heads: u64::MAX,
+            gets: u64::MAX,
+            bytes: u64::MAX,
+            failures: u64::MAX,
+            changed: u64::MAX,
+        };
+        let long = full.snapshot(max, u64::MAX, pmax, fmax, rmax).render();
         assert!(long.len() <= max_text_len() && long.len() > KEYS.len() * 20);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -241,6 +270,11 @@ mod tests {
                 "files_open 2",
                 "files_opened 5",
                 "files_evicted 3",
+                "remote_heads 1",
+                "remote_gets 2",
+                "remote_bytes 3",
+                "remote_failures 4",
+                "remote_changed 5",
             ]
         );
     }

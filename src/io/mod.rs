@@ -11,7 +11,7 @@ pub mod source;
 pub mod storage;
 
 pub use cursor::{Cursor, Sizes, UNDEFINED_ADDR};
-pub use source::{ByteSource, LocalFile, Memory};
+pub use source::{ByteSource, LocalFile, Memory, RequestCounts};
 pub use storage::Storage;
 
 use crate::error::{Error, Result};

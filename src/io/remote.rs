@@ -25,7 +25,7 @@ use object_store::path::Path as StorePath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use super::pages::{PageCache, PAGE};
-use super::source::ByteSource;
+use super::source::{ByteSource, RequestCounts};
 
 /// Bytes the first GET of an object takes.
 pub const FIRST_GET: u64 = 1 << 20;
@@ -79,6 +79,7 @@ pub struct RemoteStats {
     pub gets: AtomicU64,
     pub bytes: AtomicU64,
     pub failures: AtomicU64,
+    pub changed: AtomicU64,
 }
 
 /// The process's runtime for `object_store`'s requests.
@@ -226,6 +227,7 @@ impl Remote {
             self.stats.failures.fetch_add(1, Ordering::Relaxed);
             let why = match e {
                 object_store::Error::Precondition { .. } => {
+                    self.stats.changed.fetch_add(1, Ordering::Relaxed);
                     "the object changed since it was mounted (ETag no longer matches)".to_string()
                 }
                 e => e.to_string(),
@@ -287,6 +289,17 @@ impl ByteSource for Remote {
 
     fn name(&self) -> String {
         self.url.clone()
+    }
+
+    fn requests(&self) -> Option<RequestCounts> {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Some(RequestCounts {
+            heads: get(&self.stats.heads),
+            gets: get(&self.stats.gets),
+            bytes: get(&self.stats.bytes),
+            failures: get(&self.stats.failures),
+            changed: get(&self.stats.changed),
+        })
     }
 }
 

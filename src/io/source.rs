@@ -47,6 +47,24 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn local_path(&self) -> Option<&Path> {
         None
     }
+
+    /// Request counters, for a source that sends requests (a remote one).
+    fn requests(&self) -> Option<RequestCounts> {
+        None
+    }
+}
+
+/// What a remote source has asked its server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    pub heads: u64,
+    pub gets: u64,
+    /// Bytes received in answers to GETs.
+    pub bytes: u64,
+    /// Requests that failed for good (after retries).
+    pub failures: u64,
+    /// GETs refused because the object changed (412).
+    pub changed: u64,
 }
 
 /// Fill `buf` from `offset` of `src`, or fail: `UnexpectedEof` if the source ends first.
