@@ -19,6 +19,9 @@ pub enum FileKind {
 /// reads the size of the kernel's maximum FUSE request (1 MiB) instead of 4 KiB.
 pub const BLKSIZE: u32 = 1 << 20;
 
+/// `st_blksize` of directories and symlinks.
+pub const DIR_BLKSIZE: u32 = 4096;
+
 /// Attributes of one inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Attr {

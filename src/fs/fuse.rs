@@ -33,7 +33,7 @@ use fuser::{
     TimeOrNow, WriteFlags,
 };
 
-use super::attr::{Attr, FileKind, BLKSIZE};
+use super::attr::{Attr, FileKind, BLKSIZE, DIR_BLKSIZE};
 use super::error::FsError;
 use super::refresh::Invalidation;
 use super::{H5Fs, XattrReply};
@@ -245,7 +245,13 @@ fn file_attr(a: &Attr) -> FileAttr {
         uid: a.uid,
         gid: a.gid,
         rdev: 0,
-        blksize: BLKSIZE,
+        // Directories keep a small block size: readdir(3) sizes its buffer from it, and a
+        // 1 MiB buffer per directory read costs the kernel a large allocation each time.
+        blksize: if a.kind == FileKind::RegularFile {
+            BLKSIZE
+        } else {
+            DIR_BLKSIZE
+        },
         flags: 0,
     }
 }

@@ -184,9 +184,9 @@ impl File {
             back,
             cache_file,
             chunk_cache: cache,
-            headers: Mutex::new(LruCache::new(cap(HEADER_CACHE_ENTRIES))),
-            links: Mutex::new(LruCache::new(cap(LINKS_CACHE_ENTRIES))),
-            datasets: Mutex::new(LruCache::new(cap(DATASET_CACHE_ENTRIES))),
+            headers: Mutex::new(LruCache::sparse(cap(HEADER_CACHE_ENTRIES))),
+            links: Mutex::new(LruCache::sparse(cap(LINKS_CACHE_ENTRIES))),
+            datasets: Mutex::new(LruCache::sparse(cap(DATASET_CACHE_ENTRIES))),
             sohm: Mutex::new(None),
         };
         // The root must at least have a readable header.

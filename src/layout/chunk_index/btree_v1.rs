@@ -43,7 +43,7 @@ impl BtreeV1Index {
         Ok(BtreeV1Index {
             params,
             root,
-            nodes: Mutex::new(LruCache::new(nodes)),
+            nodes: Mutex::new(LruCache::sparse(nodes)),
         })
     }
 

@@ -72,7 +72,7 @@ impl BtreeV2Index {
             header,
             rank,
             chunk_bytes,
-            nodes: Mutex::new(LruCache::new(
+            nodes: Mutex::new(LruCache::sparse(
                 NonZeroUsize::new(NODE_CACHE).unwrap_or(NonZeroUsize::MIN),
             )),
         })

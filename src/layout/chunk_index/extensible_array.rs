@@ -69,8 +69,8 @@ impl ExtensibleArrayIndex {
             params,
             header,
             iblock: Mutex::new(None),
-            sblocks: Mutex::new(LruCache::new(blocks)),
-            dblocks: Mutex::new(LruCache::new(blocks)),
+            sblocks: Mutex::new(LruCache::sparse(blocks)),
+            dblocks: Mutex::new(LruCache::sparse(blocks)),
         })
     }
 

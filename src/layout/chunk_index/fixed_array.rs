@@ -49,7 +49,7 @@ impl FixedArrayIndex {
             grid,
             header,
             dblock: Mutex::new(None),
-            pages: Mutex::new(LruCache::new(pages)),
+            pages: Mutex::new(LruCache::sparse(pages)),
         })
     }
 
