@@ -283,3 +283,146 @@ fn s3_objects_signed_and_anonymous() {
     assert!(err.contains(&url) && !err.contains("wrong-secret"), "{err}");
     assert!(!harness::is_mounted(tmp.path()));
 }
+
+#[test]
+fn a_server_gone_fails_reads_within_the_bound_and_the_mount_lives_on() {
+    let Some(ng) = Nginx::start(&data_dir(), 0) else {
+        return;
+    };
+    let big = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/big");
+    let Some(ng_big) = Nginx::start(&big, 0) else {
+        return;
+    };
+    let m = Mount::background(
+        Path::new(&ng_big.url("soak.h5")),
+        &["--request-timeout", "1", "--retry-timeout", "2"],
+    );
+    let small = Mount::background(Path::new(&ng.url("chunked_many_latest.h5")), &[]);
+    let cached = fs::read(m.path().join("compact_i2")).unwrap();
+    drop(ng_big);
+    let start = std::time::Instant::now();
+    let e = fs::read(m.path().join("zstd")).unwrap_err();
+    // Bounded by the retry timeout (2 s) plus one request: generous for a loaded machine.
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    assert!(stats(&m)["remote_failures"] > 0);
+    // The daemon lives on: what it holds still reads, and another mount is untouched.
+    assert_eq!(fs::read(m.path().join("compact_i2")).unwrap(), cached);
+    assert!(fs::read_dir(m.path()).is_ok());
+    assert!(!walk(small.path()).is_empty());
+}
+
+/// A fault-injecting TCP proxy in front of a real server: the first `fail` connections get
+/// a 503 answer (with `truncate`: the first `fail` GETs get the upstream answer cut after its
+/// first bytes), the rest are passed through both ways. Counts the faults it injected; stops
+/// when dropped.
+struct FaultProxy {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    faults: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl FaultProxy {
+    fn start(upstream: u16, fail: usize, truncate: bool) -> FaultProxy {
+        use std::io::{Read, Write};
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let faults = std::sync::Arc::new(AtomicUsize::new(0));
+        let (s, f) = (stop.clone(), faults.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let Ok((mut client, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                };
+                client.set_nonblocking(false).unwrap();
+                let mut first = vec![0u8; 8192];
+                let Ok(k) = client.read(&mut first) else {
+                    continue;
+                };
+                first.truncate(k);
+                let faulty = f.load(Ordering::Relaxed) < fail;
+                if faulty && !truncate {
+                    f.fetch_add(1, Ordering::Relaxed);
+                    let _ = client.write_all(
+                        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                    continue;
+                }
+                // One request per connection (the server closes after answering), so every
+                // request is seen here first.
+                if let Some(end) = first.windows(4).position(|w| w == b"\r\n\r\n") {
+                    first.splice(end..end, b"\r\nConnection: close".iter().copied());
+                }
+                let cut = faulty && first.starts_with(b"GET ");
+                if cut {
+                    f.fetch_add(1, Ordering::Relaxed);
+                }
+                let Ok(mut up) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                if up.write_all(&first).is_err() {
+                    continue;
+                }
+                let (mut c2, mut u2) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+                let (mut c1, mut u1) = (client, up);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c1, &mut u1);
+                    let _ = u1.shutdown(std::net::Shutdown::Write);
+                });
+                std::thread::spawn(move || {
+                    if cut {
+                        // Headers and a few body bytes, then the connection drops.
+                        let mut buf = vec![0u8; 600];
+                        if let Ok(k) = u2.read(&mut buf) {
+                            let _ = c2.write_all(&buf[..k]);
+                        }
+                        let _ = c2.shutdown(std::net::Shutdown::Both);
+                    } else {
+                        let _ = std::io::copy(&mut u2, &mut c2);
+                        let _ = c2.shutdown(std::net::Shutdown::Write);
+                    }
+                });
+            }
+        });
+        FaultProxy { port, stop, faults }
+    }
+
+    fn url(&self, rel: &str) -> String {
+        format!("http://127.0.0.1:{}/{rel}", self.port)
+    }
+
+    fn faults(&self) -> usize {
+        self.faults.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn answers_503_and_cut_short_are_retried_then_served() {
+    let Some(ng) = Nginx::start(&data_dir(), 0) else {
+        return;
+    };
+    let name = "chunked_many_latest.h5";
+    let local = Mount::background(&data_dir().join(name), &[]);
+    let want = walk(local.path());
+    for truncate in [false, true] {
+        let proxy = FaultProxy::start(ng.port(), 3, truncate);
+        let m = Mount::background(Path::new(&proxy.url(name)), &[]);
+        assert_eq!(walk(m.path()), want, "truncate={truncate}");
+        assert_eq!(proxy.faults(), 3, "faults injected, truncate={truncate}");
+    }
+    // The server saw only the requests that reached it whole.
+    assert!(requests(&ng)
+        .iter()
+        .all(|r| r.ends_with(" 200") || r.ends_with(" 206")));
+}
