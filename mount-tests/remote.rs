@@ -426,3 +426,28 @@ fn answers_503_and_cut_short_are_retried_then_served() {
         .iter()
         .all(|r| r.ends_with(" 200") || r.ends_with(" 206")));
 }
+
+#[test]
+fn a_server_slower_than_the_request_timeout_is_an_error_within_the_bound() {
+    // Every request waits 3 s at the server; requests may take 1 s, retries 2 s in all.
+    let Some(ng) = Nginx::start(&data_dir(), 3000) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = ng.url("chunked_many_latest.h5");
+    let start = std::time::Instant::now();
+    let out = harness::run(&[
+        std::ffi::OsStr::new(&url),
+        tmp.path().as_os_str(),
+        std::ffi::OsStr::new("--request-timeout"),
+        std::ffi::OsStr::new("1"),
+        std::ffi::OsStr::new("--retry-timeout"),
+        std::ffi::OsStr::new("2"),
+    ]);
+    // Generous: the bound is about 3 s; a loaded machine must not make this fail.
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&url), "{err}");
+    assert!(!harness::is_mounted(tmp.path()));
+}

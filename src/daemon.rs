@@ -10,7 +10,8 @@
 //! once `stat` of the mountpoint answers through the live session (inode 1 on a new device)
 //! writes `ready` to the pipe; a failure is written as `error: ...`. The parent returns 0 on
 //! `ready`, and exit 1 with the reason on an error, on the child's death, or after
-//! [`READY_TIMEOUT`] (then the child is sent SIGTERM).
+//! [`READY_TIMEOUT`] (for a remote source, the request and retry bounds plus 5 s, as opening
+//! it may retry that long; then the child is sent SIGTERM).
 //!
 //! SIGTERM, SIGINT and SIGHUP are blocked in every thread and taken by one thread with
 //! `sigwait`, so no code runs in signal-handler context. Each one unmounts (falling back to a
@@ -187,7 +188,9 @@ pub fn run(cfg: Config) -> i32 {
     // A remote source costs requests to open: the background parent leaves that to the
     // child, which reports a failure on the pipe and exits 2 (passed on by the parent).
     if !cfg.foreground && is_remote_source(&cfg) {
-        return spawn_background();
+        // Opening may retry for the whole retry bound: wait that long, and a little more.
+        let bound = cfg.request_timeout + cfg.retry_timeout + Duration::from_secs(5);
+        return spawn_background(READY_TIMEOUT.max(bound));
     }
     let prepared = match prepare(&cfg) {
         Ok(p) => p,
@@ -201,7 +204,7 @@ pub fn run(cfg: Config) -> i32 {
     };
     if !cfg.foreground {
         drop(prepared);
-        return spawn_background();
+        return spawn_background(READY_TIMEOUT);
     }
     serve(&cfg, prepared)
 }
@@ -236,7 +239,7 @@ fn detach_stdout() {
 }
 
 /// Parent side of background mode.
-fn spawn_background() -> i32 {
+fn spawn_background(ready_timeout: Duration) -> i32 {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -269,7 +272,7 @@ fn spawn_background() -> i32 {
         let got = BufReader::new(out).read_line(&mut line).map(|_| line);
         let _ = tx.send(got);
     });
-    match rx.recv_timeout(READY_TIMEOUT) {
+    match rx.recv_timeout(ready_timeout) {
         Ok(Ok(line)) if line.trim() == "ready" => 0,
         Ok(Ok(line)) if line.starts_with("error: ") => {
             eprintln!("h5mount: {}", line.trim_end().trim_start_matches("error: "));
@@ -290,7 +293,7 @@ fn spawn_background() -> i32 {
         Err(_) => {
             eprintln!(
                 "h5mount: the mount did not answer within {} s; stopping it",
-                READY_TIMEOUT.as_secs()
+                ready_timeout.as_secs()
             );
             if let Ok(pid) = i32::try_from(child.id()) {
                 let pid = nix::unistd::Pid::from_raw(pid);
