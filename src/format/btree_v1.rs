@@ -7,7 +7,7 @@
 //!
 //! Group keys are offsets into the group's local heap ("Size of Lengths" bytes). Chunk keys
 //! hold the chunk size (4 bytes), the filter mask (4 bytes) and rank+1 offsets of **8 bytes
-//! each whatever the size of offsets** (FORMAT-NOTES #7), in element units; the last offset is
+//! each whatever the size of offsets**, in element units; the last offset is
 //! the element-size dimension and is always 0.
 //!
 //! The on-disk node is sized for `2K` entries (K from the superblock or the layout), but only

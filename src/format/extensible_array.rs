@@ -5,7 +5,7 @@
 //! Elements are numbered from 0 and stored in this order:
 //! 1. the first `index elements` directly in the index block;
 //! 2. then super block 0, 1, 2, ...: super block *i* covers 2^floor(i/2) data blocks of
-//!    `min elements × 2^ceil(i/2)` elements each (FORMAT-NOTES #3). The data blocks of the
+//!    `min elements × 2^ceil(i/2)` elements each. The data blocks of the
 //!    first `2·log2(min pointers)` super blocks are addressed directly from the index block
 //!    (`2·(min pointers − 1)` addresses); each later super block has its own `EASB` block,
 //!    addressed from the index block, which holds its data block addresses.

@@ -3,7 +3,7 @@
 //!
 //! The superblock is searched for at 0, 512, 1024, 2048, ... (a user block precedes it).
 //! Addresses in the file are relative to the base address; when the superblock is found at an
-//! offset different from the stored base address, the found offset wins (FORMAT-NOTES #8), as
+//! offset different from the stored base address, the found offset wins, as
 //! libhdf5 does for files whose user block was added or removed after writing.
 //!
 //! * v0/v1: fixed fields, the B-tree 'K' values, four addresses and the root group's symbol

@@ -179,7 +179,7 @@ impl AttributeRecord {
 /// Type 10: address, then one 8-byte scaled offset per dataset dimension. Type 11: address,
 /// stored chunk size, filter mask (4 bytes), scaled offsets. The chunk-size width is whatever
 /// the record size leaves: layout v4 writers use the bytes needed for the uncompressed chunk
-/// size plus one, layout v5 (HDF5 2.0) uses "Size of Lengths" (FORMAT-NOTES table).
+/// size plus one, layout v5 (HDF5 2.0) uses "Size of Lengths".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkBtRecord {
     pub addr: u64,

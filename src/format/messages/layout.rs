@@ -96,7 +96,7 @@ pub enum LayoutClass {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Message version (1-5). Version 5 stores filtered chunk sizes in FA/EA/BT2 index
-    /// elements with "Size of Lengths" bytes (FORMAT-NOTES).
+    /// elements with "Size of Lengths" bytes.
     pub version: u8,
     pub class: LayoutClass,
     /// Dimensionality stored by v1/v2 layouts (for reference; v3+ derive it).

@@ -1,5 +1,5 @@
 //! Version-1 B-tree chunk index (layouts v1-3, node type 1). Keys hold chunk offsets in
-//! element units (FORMAT-NOTES #7), so a lookup converts chunk coordinates to elements
+//! element units, so a lookup converts chunk coordinates to elements
 //! (coordinate × chunk dimension) and descends from the root: in an internal node it follows
 //! the last child whose left key is ≤ the target (keys compare lexicographically, slowest
 //! dimension first); in a leaf the chunk is the child whose key equals the target exactly.

@@ -1,6 +1,6 @@
 //! Extensible-array chunk index (layout v4/v5 chunk indexing type 4), for chunked datasets
 //! with exactly one unlimited dimension. Chunk coordinates are numbered with the unlimited
-//! dimension first ([`super::ea_linear_index`], FORMAT-NOTES #5) and the number is an element
+//! dimension first ([`super::ea_linear_index`]) and the number is an element
 //! of the extensible array (`crate::format::extensible_array`), found by arithmetic: a lookup
 //! reads at most the index block, one super block and one data block (or data block page).
 //! The header is read at open; the index block on first use; super blocks and data blocks or

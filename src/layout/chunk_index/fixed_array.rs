@@ -1,5 +1,5 @@
 //! Fixed-array chunk index (layout v4/v5 chunk indexing type 3), for chunked datasets with no
-//! unlimited dimension. Chunk n (row-major over the maximum chunk grid, FORMAT-NOTES #5) is
+//! unlimited dimension. Chunk n (row-major over the maximum chunk grid) is
 //! element n of the fixed array (`crate::format::fixed_array`). The header is read when the
 //! index is opened; the data block prefix (elements, or the page bitmap when paged) on first
 //! use; pages on demand through a bounded LRU.

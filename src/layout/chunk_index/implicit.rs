@@ -1,7 +1,7 @@
 //! Implicit chunk index (layout v4/v5 chunk indexing type 2): no index is stored. libhdf5
 //! uses it only for unfiltered datasets with early allocation, so every chunk exists and they
 //! lie back to back from the layout's address, numbered row-major over the chunk grid of the
-//! *maximum* dimensions (FORMAT-NOTES #5): `address = base + number × chunk bytes`.
+//! *maximum* dimensions: `address = base + number × chunk bytes`.
 
 use super::{linear_index, max_chunk_grid, ChunkIndex, ChunkRecord, IndexParams};
 use crate::error::{Error, Result};

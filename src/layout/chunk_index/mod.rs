@@ -5,7 +5,7 @@
 //! Index types (layout message "chunk indexing type"): the v1 B-tree of layouts v1-3, and
 //! for layouts v4/v5 a single chunk, implicit (no index: chunks back to back), a fixed array,
 //! an extensible array, or a v2 B-tree. The array indexes and the implicit index number
-//! chunks linearly (FORMAT-NOTES #5):
+//! chunks linearly:
 //! * implicit and fixed array: row-major over the chunk grid of the **maximum** dimensions,
 //!   `ceil(max dim / chunk dim)` per dimension ([`linear_index`] with [`max_chunk_grid`]);
 //! * extensible array: the same, after moving the unlimited dimension to the front
