@@ -53,17 +53,17 @@ impl H5Fs {
         anchor: Option<Arc<Anchor>>,
     ) -> Option<Arc<Node>> {
         let path = inode::join_path(&parent.path, name);
+        let target = self.resolver.get(file).ok();
         let seen = self.inodes.existing_object(file, id).or_else(|| {
             // The root group of an HDF5 file of a mounted directory is the file's directory.
             self.inodes
                 .file_root(file)
-                .filter(|_| self.resolver.get(file).is_ok_and(|f| f.root() == id))
+                .filter(|_| target.as_ref().is_some_and(|f| f.root() == id))
         });
         if let Some(seen) = seen {
-            let is_group = self
-                .resolver
-                .get(file)
-                .is_ok_and(|f| matches!(f.kind(id), Ok(ObjectKind::Group)));
+            let is_group = target
+                .as_ref()
+                .is_some_and(|f| matches!(f.kind(id), Ok(ObjectKind::Group)));
             if seen.path != path && is_group {
                 let text = dir::soft_target(&parent.path, &seen.path);
                 return Some(self.inodes.symlink(parent, name, text));

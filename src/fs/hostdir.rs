@@ -252,14 +252,13 @@ impl H5Fs {
     /// The entry for the symlink `name` of `parent` (see the module docs).
     fn host_symlink(&self, parent: &Node, name: &str, rel: &Path, path: &str) -> Option<DirEntry> {
         let abs = self.host_abs(rel);
-        let root = self.host_root()?;
-        let canon_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        let canon_root = self.resolver.canonical_root();
         let text = match std::fs::canonicalize(&abs) {
             Err(e) => {
                 self.leave_out(path, || format!("symlink leads nowhere: {e}"));
                 return None;
             }
-            Ok(target) => match target.strip_prefix(&canon_root) {
+            Ok(target) => match target.strip_prefix(canon_root) {
                 Ok(inside) => relative_text(rel.parent().unwrap_or(Path::new("")), inside),
                 Err(_) if self.resolver.allow_outside_paths() => std::fs::read_link(&abs)
                     .ok()?

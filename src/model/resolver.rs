@@ -266,6 +266,11 @@ impl Resolver {
         &self.root
     }
 
+    /// The root with symlinks resolved.
+    pub fn canonical_root(&self) -> &Path {
+        &self.root_canon
+    }
+
     /// Whether names may lead outside the root.
     pub fn allow_outside_paths(&self) -> bool {
         self.allow_outside
