@@ -124,6 +124,13 @@ fn stats_xattr_is_served_on_the_root_only_and_not_listed() {
         "remote_bytes",
         "remote_failures",
         "remote_changed",
+        "remote_lists",
+        "remote_merged",
+        "remote_readahead",
+        "remote_sent",
+        "remote_retries",
+        "remote_p50_us",
+        "remote_p99_us",
     ];
     for k in keys {
         assert!(s.contains_key(k), "missing {k}: {s:?}");

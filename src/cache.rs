@@ -116,6 +116,12 @@ impl ChunkCache {
         self.capacity
     }
 
+    /// Whether `key` is cached or being loaded (no effect on recency).
+    pub fn contains(&self, key: CacheKey) -> bool {
+        let st = lock(&self.state);
+        st.lru.contains(&key) || st.inflight.contains_key(&key)
+    }
+
     /// Current counters.
     pub fn stats(&self) -> CacheStats {
         let st = lock(&self.state);

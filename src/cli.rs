@@ -84,7 +84,7 @@ struct Cli {
     #[arg(long, value_name = "SIZE", value_parser = config::parse_size, help_heading = "Performance")]
     cache_size: Option<u64>,
 
-    /// Worker threads serving requests [default: 4].
+    /// Worker threads serving requests [default: 4; 16 for a remote source].
     #[arg(long, value_name = "N", value_parser = config::parse_threads, help_heading = "Performance")]
     threads: Option<usize>,
 
@@ -179,6 +179,7 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     }
     if let Some(n) = cli.threads {
         c.threads = n;
+        c.threads_given = true;
     }
     if let Some(n) = cli.readahead {
         c.readahead_kb = n;

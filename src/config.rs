@@ -13,6 +13,9 @@ use h5mount::views::{ByteOrderMode, ViewOptions};
 
 /// Worker threads serving requests when not told otherwise.
 pub const DEFAULT_THREADS: usize = 4;
+/// Worker threads of a mount of a remote source when not told otherwise: each request
+/// that misses waits a round trip, so more of them keep more readers going at once.
+pub const DEFAULT_REMOTE_THREADS: usize = 16;
 /// Most worker threads accepted (each holds a 1 MiB request buffer).
 pub const MAX_THREADS: usize = 64;
 /// Readahead (KiB) the daemon sets on the mount when not told otherwise.
@@ -46,7 +49,9 @@ pub struct Config {
     pub fsname: Option<String>,
     pub subtype: Option<String>,
     pub cache_size: u64,
+    /// Worker threads (see [`Config::threads_for`]); `threads_given` when the user chose.
     pub threads: usize,
+    pub threads_given: bool,
     /// Most files open at once (`--max-open-files`, `-o max_open_files=`).
     pub max_open_files: usize,
     /// Readahead in KiB to set on the mount (`--readahead`, `-o readahead=`; needs root;
@@ -90,6 +95,14 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_RETRY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
+    /// The worker threads to run: the user's choice, else the default for the source.
+    pub fn threads_for(&self, remote: bool) -> usize {
+        match (self.threads_given, remote) {
+            (false, true) => DEFAULT_REMOTE_THREADS,
+            _ => self.threads,
+        }
+    }
+
     /// Defaults for a mount of `file` at `mountpoint`.
     pub fn new(file: PathBuf, mountpoint: PathBuf) -> Config {
         Config {
@@ -107,6 +120,7 @@ impl Config {
             subtype: None,
             cache_size: DEFAULT_CACHE,
             threads: DEFAULT_THREADS,
+            threads_given: false,
             readahead_kb: DEFAULT_READAHEAD_KB,
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             verbose: 0,
@@ -168,7 +182,10 @@ impl Config {
             "fsname" => self.fsname = Some(need()?.to_string()),
             "subtype" => self.subtype = Some(need()?.to_string()),
             "cache_size" => self.cache_size = parse_size(need()?)?,
-            "threads" => self.threads = parse_threads(need()?)?,
+            "threads" => {
+                self.threads = parse_threads(need()?)?;
+                self.threads_given = true;
+            }
             "refresh" => self.refresh = parse_refresh(need()?)?,
             "readahead" => self.readahead_kb = parse_readahead(need()?)?,
             "max_open_files" => self.max_open_files = parse_max_open_files(need()?)?,

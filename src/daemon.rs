@@ -351,7 +351,7 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         allow_root: cfg.allow_root,
         default_permissions: cfg.default_permissions,
         auto_unmount: cfg.auto_unmount,
-        threads: cfg.threads,
+        threads: cfg.threads_for(is_remote_source(cfg)),
     };
     let mut mounted = match fuse::mount(fs, &mountpoint, &mopts) {
         Ok(m) => m,

@@ -219,7 +219,7 @@ impl Pipeline {
             if !self.applies(filter_mask) && n == out.len() {
                 // Every filter skipped (an optional one that did not pay off, as LZF on
                 // noisy floats): the stored bytes are the chunk.
-                return storage.read_at(chunk_addr, out, "chunk");
+                return storage.read_data(chunk_addr, out, "chunk");
             }
             // Both buffers get room for the largest stage up front, so that neither is
             // reallocated (and its old contents copied) when the stages swap them.
@@ -228,7 +228,7 @@ impl Pipeline {
             let mut spare = sized(std::mem::take(&mut sc.spare), room);
             // Growing zeroes only the new tail; a reused buffer is truncated, not cleared.
             input.resize(n, 0);
-            storage.read_at(chunk_addr, &mut input, "chunk")?;
+            storage.read_data(chunk_addr, &mut input, "chunk")?;
             let r = self.decode_with(input, filter_mask, out, chunk_addr, &mut spare);
             sc.spare = bounded(spare);
             sc.keep(r?);

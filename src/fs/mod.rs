@@ -433,10 +433,9 @@ impl H5Fs {
             return Ok(self.keep_listing(ino, gen, listing));
         }
         let id = self.group(&node)?;
-        let links = self
-            .file_of(&node)?
-            .links(id)
-            .map_err(|e| FsError::model(&node.path, e))?;
+        let file = self.file_of(&node)?;
+        let links = file.links(id).map_err(|e| FsError::model(&node.path, e))?;
+        file.prefetch_headers(&links);
         let mut entries = Vec::with_capacity(links.len().saturating_add(2));
         for (name, ino) in [(".", ino), ("..", node.parent)] {
             entries.push(DirEntry {
@@ -717,9 +716,7 @@ impl H5Fs {
                 cache.capacity(),
                 self.prefetch.stats(),
                 self.resolver.stats(),
-                self.main_file()
-                    .and_then(|f| f.storage().source().requests())
-                    .unwrap_or_default(),
+                remote_totals(),
             )
             .render()
     }
@@ -756,5 +753,17 @@ impl H5Fs {
             bsize: 4096,
             namelen: dir::NAME_MAX as u32,
         }
+    }
+}
+
+/// What the process's remote sources have asked their servers (zeros without any).
+fn remote_totals() -> crate::io::RequestCounts {
+    #[cfg(feature = "remote")]
+    {
+        crate::io::remote::totals()
+    }
+    #[cfg(not(feature = "remote"))]
+    {
+        crate::io::RequestCounts::default()
     }
 }

@@ -32,7 +32,7 @@ use super::prefetch::PrefetchStats;
 pub const STATS_XATTR: &str = "user.h5mount.stats";
 
 /// The keys of the text, in order.
-pub const KEYS: [&str; 23] = [
+pub const KEYS: [&str; 30] = [
     "read_requests",
     "read_bytes",
     "read_max_request",
@@ -56,6 +56,13 @@ pub const KEYS: [&str; 23] = [
     "remote_bytes",
     "remote_failures",
     "remote_changed",
+    "remote_lists",
+    "remote_merged",
+    "remote_readahead",
+    "remote_sent",
+    "remote_retries",
+    "remote_p50_us",
+    "remote_p99_us",
 ];
 
 /// The longest the text can be (every value of 20 digits). A size query (`getxattr` with
@@ -137,7 +144,7 @@ pub struct Snapshot {
     pub refreshes: u64,
     /// The resolver's counters.
     pub files: ResolverStats,
-    /// Requests of the mounted remote object (zeros for a local source).
+    /// Requests of the mount's remote objects (zeros for a local source).
     pub remote: RequestCounts,
 }
 
@@ -168,6 +175,13 @@ impl Snapshot {
             self.remote.bytes,
             self.remote.failures,
             self.remote.changed,
+            self.remote.lists,
+            self.remote.merged,
+            self.remote.readahead,
+            self.remote.sent,
+            self.remote.retries,
+            self.remote.p50_us,
+            self.remote.p99_us,
         ];
         let mut out = String::new();
         for (k, v) in KEYS.iter().zip(values) {
@@ -214,6 +228,13 @@ mod tests {
             bytes: 3,
             failures: 4,
             changed: 5,
+            lists: 6,
+            merged: 7,
+            readahead: 8,
+            sent: 9,
+            retries: 10,
+            p50_us: 11,
+            p99_us: 12,
         };
         let text = s.snapshot(cache, 1 << 30, pf, files, remote).render();
         let full = Stats::default();
@@ -245,6 +266,13 @@ mod tests {
             bytes: u64::MAX,
             failures: u64::MAX,
             changed: u64::MAX,
+            lists: u64::MAX,
+            merged: u64::MAX,
+            readahead: u64::MAX,
+            sent: u64::MAX,
+            retries: u64::MAX,
+            p50_us: u64::MAX,
+            p99_us: u64::MAX,
         };
         let long = full.snapshot(max, u64::MAX, pmax, fmax, rmax).render();
         assert!(long.len() <= max_text_len() && long.len() > KEYS.len() * 20);
@@ -275,6 +303,13 @@ mod tests {
                 "remote_bytes 3",
                 "remote_failures 4",
                 "remote_changed 5",
+                "remote_lists 6",
+                "remote_merged 7",
+                "remote_readahead 8",
+                "remote_sent 9",
+                "remote_retries 10",
+                "remote_p50_us 11",
+                "remote_p99_us 12",
             ]
         );
     }

@@ -2,6 +2,7 @@
 //! of the HDF5 file over them, a little-endian byte cursor that knows the file's offset and
 //! length widths, and the two checksums the format uses.
 
+pub mod aws_profile;
 pub mod checksum;
 pub mod cursor;
 pub mod pages;

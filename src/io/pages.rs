@@ -1,6 +1,17 @@
 //! A page cache for slow byte sources: aligned [`PAGE`]-byte pages, bounded in bytes, least
 //! recently used evicted, each page fetched once however many readers miss it at the same
 //! time (single flight), and a run of missing pages fetched with one call.
+//!
+//! Pages live in one of two classes, each with its own byte budget, so that streaming data
+//! cannot push out the metadata a listing needs: [`Class::Meta`] (small reads: object
+//! headers, heaps, B-tree nodes) and [`Class::Data`] (large reads, prefetch and readahead).
+//! A lookup finds a page in either class.
+//!
+//! Besides the blocking [`PageCache::read`], a background fetcher can [`PageCache::claim`]
+//! runs of missing pages (marking them in flight, so readers wait for them instead of fetching
+//! them again) and [`PageCache::complete`] them later. Claims are bounded: the bytes of all
+//! fetches in flight count against the data budget, and a claim that would exceed it is cut
+//! short (prefetch is only a hint).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -10,6 +21,16 @@ use lru::LruCache;
 /// Page size.
 pub const PAGE: u64 = 64 << 10;
 
+/// A page: the number of its object (sources sharing one cache) and its index.
+type Key = (u64, u64);
+
+/// Which budget a page counts against (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Meta,
+    Data,
+}
+
 /// A page being fetched: readers that need it wait here.
 #[derive(Default)]
 struct Flight {
@@ -17,27 +38,97 @@ struct Flight {
     cv: Condvar,
 }
 
-struct State {
-    pages: LruCache<u64, Arc<[u8]>>,
+struct Lru {
+    pages: LruCache<Key, Arc<[u8]>>,
     bytes: u64,
-    flying: HashMap<u64, Arc<Flight>>,
+    budget: u64,
+}
+
+impl Lru {
+    fn new(budget: u64) -> Lru {
+        Lru {
+            pages: LruCache::unbounded(),
+            bytes: 0,
+            budget,
+        }
+    }
+
+    fn put(&mut self, p: Key, page: Arc<[u8]>) {
+        self.bytes += page.len() as u64;
+        if let Some(old) = self.pages.put(p, page) {
+            self.bytes -= old.len() as u64;
+        }
+        while self.bytes > self.budget {
+            match self.pages.pop_lru() {
+                Some((_, page)) => self.bytes -= page.len() as u64,
+                None => break,
+            }
+        }
+    }
+}
+
+struct State {
+    meta: Lru,
+    data: Lru,
+    flying: HashMap<Key, Arc<Flight>>,
+    /// Bytes of fetches in flight.
+    inflight: u64,
+}
+
+impl State {
+    fn contains(&self, p: Key) -> bool {
+        self.meta.pages.contains(&p) || self.data.pages.contains(&p)
+    }
+
+    fn get(&mut self, p: Key) -> Option<Arc<[u8]>> {
+        if let Some(page) = self.meta.pages.get(&p) {
+            return Some(page.clone());
+        }
+        self.data.pages.get(&p).cloned()
+    }
+}
+
+/// A run of pages claimed for a background fetch: fetch pages `first..end` (bytes from
+/// `first * PAGE`), then hand the result to [`PageCache::complete`].
+#[derive(Debug)]
+pub struct Claim {
+    obj: u64,
+    pub first: u64,
+    pub end: u64,
+    /// The pages of the run this claim is the flight of (others were cached or in flight).
+    owned: Vec<u64>,
+}
+
+impl Claim {
+    /// The byte range to fetch, clipped to a source of `len` bytes.
+    pub fn range(&self, len: u64) -> std::ops::Range<u64> {
+        (self.first * PAGE).min(len)..(self.end * PAGE).min(len)
+    }
+}
+
+/// Counters of a page cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageStats {
+    pub meta_bytes: u64,
+    pub data_bytes: u64,
+    pub inflight: u64,
 }
 
 /// The cache (see the module docs).
 pub struct PageCache {
-    budget: u64,
     state: Mutex<State>,
 }
 
 impl PageCache {
-    /// A cache of at most `budget` bytes of pages.
-    pub fn new(budget: u64) -> PageCache {
+    /// A cache of at most `meta` bytes of metadata pages and `data` bytes of data pages
+    /// (fetches in flight included).
+    pub fn new(meta: u64, data: u64) -> PageCache {
         PageCache {
-            budget,
             state: Mutex::new(State {
-                pages: LruCache::unbounded(),
-                bytes: 0,
+                meta: Lru::new(meta),
+                data: Lru::new(data),
                 flying: HashMap::new(),
+                inflight: 0,
             }),
         }
     }
@@ -46,19 +137,49 @@ impl PageCache {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The data budget.
+    pub fn data_budget(&self) -> u64 {
+        self.lock().data.budget
+    }
+
+    /// Bytes cached and in flight.
+    pub fn stats(&self) -> PageStats {
+        let st = self.lock();
+        PageStats {
+            meta_bytes: st.meta.bytes,
+            data_bytes: st.data.bytes,
+            inflight: st.inflight,
+        }
+    }
+
+    /// Whether every page of `offset..offset + n` is cached.
+    pub fn has(&self, obj: u64, offset: u64, n: u64) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let st = self.lock();
+        (offset / PAGE..=(offset + n - 1) / PAGE).all(|p| st.contains((obj, p)))
+    }
+
     /// Fill `buf` with the bytes at `offset` of a source of `len` bytes (the caller keeps
     /// the range inside it). Missing pages are fetched with `fetch(first_page, count)`, which
     /// returns the bytes from `first_page * PAGE` on: at least `count` pages' worth (or up to
-    /// the end of the source), possibly more (kept too).
+    /// the end of the source), possibly more (kept too), and are kept in `class`.
     pub fn read(
         &self,
+        obj: u64,
         offset: u64,
         buf: &mut [u8],
         len: u64,
+        class: Class,
         fetch: impl Fn(u64, u64) -> std::io::Result<Vec<u8>>,
     ) -> std::io::Result<()> {
         let end = offset + buf.len() as u64;
         let (p0, p1) = (offset / PAGE, (end - 1) / PAGE);
+        // Pages copied into `buf` already: each round copies at least the pages it fetched
+        // itself, straight from the answer, so a read larger than the budget (whose pages
+        // evict each other) still ends.
+        let mut copied = vec![false; (p1 - p0 + 1) as usize];
         loop {
             // Copy what is cached; claim the missing pages that no one is fetching.
             let mut missing = Vec::new();
@@ -66,25 +187,26 @@ impl PageCache {
             {
                 let mut st = self.lock();
                 for p in p0..=p1 {
-                    if st.pages.contains(&p) {
+                    let i = (p - p0) as usize;
+                    if copied[i] {
                         continue;
                     }
-                    if let Some(f) = st.flying.get(&p) {
+                    if let Some(page) = st.get((obj, p)) {
+                        copy_from(p * PAGE, &page, offset, buf);
+                        copied[i] = true;
+                    } else if let Some(f) = st.flying.get(&(obj, p)) {
                         waits.push(f.clone());
                     } else {
                         missing.push(p);
                     }
                 }
                 if missing.is_empty() && waits.is_empty() {
-                    for p in p0..=p1 {
-                        let page = st.pages.get(&p).expect("present").clone();
-                        copy_page(p, &page, offset, buf);
-                    }
                     return Ok(());
                 }
                 for &p in &missing {
-                    st.flying.insert(p, Arc::new(Flight::default()));
+                    st.flying.insert((obj, p), Arc::new(Flight::default()));
                 }
+                st.inflight += missing.len() as u64 * PAGE;
             }
             // Fetch each run of consecutive missing pages with one call.
             let mut result = Ok(());
@@ -97,19 +219,28 @@ impl PageCache {
                 let (first, count) = (missing[i], (j - i) as u64);
                 let got = fetch(first, count);
                 let run = &missing[i..j];
+                {
+                    let mut st = self.lock();
+                    st.inflight = st.inflight.saturating_sub(count * PAGE);
+                }
                 match got {
-                    Ok(bytes) if self.insert(first, &bytes, len, run) => {}
+                    Ok(bytes) if self.insert(obj, first, &bytes, len, run, class) => {
+                        copy_from(first * PAGE, &bytes, offset, buf);
+                        for &p in run {
+                            copied[(p - p0) as usize] = true;
+                        }
+                    }
                     Ok(bytes) => {
                         let e = std::io::Error::other(format!(
                             "{} bytes answered for pages {first}..{}",
                             bytes.len(),
                             first + count
                         ));
-                        self.land(run, Err(e.to_string()));
+                        self.land(obj, run, Err(e.to_string()));
                         result = Err(e);
                     }
                     Err(e) => {
-                        self.land(run, Err(e.to_string()));
+                        self.land(obj, run, Err(e.to_string()));
                         result = Err(e);
                     }
                 }
@@ -125,13 +256,97 @@ impl PageCache {
                     return Err(std::io::Error::other(e.clone()));
                 }
             }
-            // Pages may have been evicted meanwhile: go round again (they are then missing).
+            // Pages waited for may have been evicted meanwhile: go round again (they are
+            // then missing, and fetched by this reader).
+        }
+    }
+
+    /// Claim the missing pages of the page ranges `wanted` (sorted, `[a, b)` each) for
+    /// background fetches: runs of missing pages, joined across gaps of at most `gap` pages
+    /// (the gap's bytes are fetched too: one request instead of two), each at most
+    /// `max_pages` long. Claiming stops where the bytes in flight would exceed the data
+    /// budget. Pages cached or in flight are not claimed.
+    pub fn claim(&self, obj: u64, wanted: &[(u64, u64)], gap: u64, max_pages: u64) -> Vec<Claim> {
+        let mut st = self.lock();
+        let mut claims: Vec<Claim> = Vec::new();
+        let cap = st.data.budget;
+        'wanted: for &(a, b) in wanted {
+            for p in a..b {
+                if st.contains((obj, p)) || st.flying.contains_key(&(obj, p)) {
+                    continue;
+                }
+                let joined = claims.last().is_some_and(|c| {
+                    p >= c.end && p - c.end <= gap && p + 1 - c.first <= max_pages
+                });
+                let added = if joined {
+                    p + 1 - claims.last().map_or(p, |c| c.end)
+                } else {
+                    1
+                };
+                if st.inflight + added * PAGE > cap {
+                    break 'wanted;
+                }
+                st.inflight += added * PAGE;
+                st.flying.insert((obj, p), Arc::new(Flight::default()));
+                match claims.last_mut() {
+                    Some(c) if joined => {
+                        c.end = p + 1;
+                        c.owned.push(p);
+                    }
+                    _ => claims.push(Claim {
+                        obj,
+                        first: p,
+                        end: p + 1,
+                        owned: vec![p],
+                    }),
+                }
+            }
+        }
+        claims
+    }
+
+    /// End a background fetch: keep its bytes (data pages) and wake the readers waiting for
+    /// its pages, or fail them with the error.
+    pub fn complete(&self, claim: &Claim, len: u64, got: std::io::Result<Vec<u8>>) {
+        {
+            let mut st = self.lock();
+            st.inflight = st.inflight.saturating_sub((claim.end - claim.first) * PAGE);
+        }
+        match got {
+            Ok(bytes)
+                if self.insert(
+                    claim.obj,
+                    claim.first,
+                    &bytes,
+                    len,
+                    &claim.owned,
+                    Class::Data,
+                ) => {}
+            Ok(bytes) => self.land(
+                claim.obj,
+                &claim.owned,
+                Err(format!(
+                    "{} bytes answered for pages {}..{}",
+                    bytes.len(),
+                    claim.first,
+                    claim.end
+                )),
+            ),
+            Err(e) => self.land(claim.obj, &claim.owned, Err(e.to_string())),
         }
     }
 
     /// Keep the pages of `bytes` (from page `first` on) and wake those waiting for `run`;
     /// false (nobody woken) if `bytes` does not hold every page of `run`.
-    fn insert(&self, first: u64, bytes: &[u8], len: u64, run: &[u64]) -> bool {
+    fn insert(
+        &self,
+        obj: u64,
+        first: u64,
+        bytes: &[u8],
+        len: u64,
+        run: &[u64],
+        class: Class,
+    ) -> bool {
         let last = run.last().copied().unwrap_or(first);
         let needed = ((last + 1) * PAGE).min(len).saturating_sub(first * PAGE);
         if (bytes.len() as u64) < needed {
@@ -143,28 +358,27 @@ impl PageCache {
                 let p = first + k as u64;
                 // A page is whole unless it is the last of the source.
                 let whole = chunk.len() as u64 == PAGE || p * PAGE + chunk.len() as u64 == len;
-                if !whole || st.pages.contains(&p) {
+                if !whole || st.contains((obj, p)) {
                     continue;
                 }
-                st.bytes += chunk.len() as u64;
-                st.pages.put(p, Arc::from(chunk));
-            }
-            while st.bytes > self.budget {
-                match st.pages.pop_lru() {
-                    Some((_, page)) => st.bytes -= page.len() as u64,
-                    None => break,
+                let page: Arc<[u8]> = Arc::from(chunk);
+                match class {
+                    Class::Meta => st.meta.put((obj, p), page),
+                    Class::Data => st.data.put((obj, p), page),
                 }
             }
         }
-        self.land(run, Ok(()));
+        self.land(obj, run, Ok(()));
         true
     }
 
     /// End the flights of `run` with `result`.
-    fn land(&self, run: &[u64], result: Result<(), String>) {
+    fn land(&self, obj: u64, run: &[u64], result: Result<(), String>) {
         let flights: Vec<Arc<Flight>> = {
             let mut st = self.lock();
-            run.iter().filter_map(|p| st.flying.remove(p)).collect()
+            run.iter()
+                .filter_map(|&p| st.flying.remove(&(obj, p)))
+                .collect()
         };
         for f in flights {
             *f.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(result.clone());
@@ -173,14 +387,14 @@ impl PageCache {
     }
 }
 
-/// Copy the part of page `p` that falls in `buf` (the bytes at `offset`).
-fn copy_page(p: u64, page: &[u8], offset: u64, buf: &mut [u8]) {
-    let start = p * PAGE;
+/// Copy the part of `src` (the bytes at `start`) that falls in `buf` (the bytes at
+/// `offset`).
+fn copy_from(start: u64, src: &[u8], offset: u64, buf: &mut [u8]) {
     let lo = offset.max(start);
-    let hi = (offset + buf.len() as u64).min(start + page.len() as u64);
+    let hi = (offset + buf.len() as u64).min(start + src.len() as u64);
     if lo < hi {
         buf[(lo - offset) as usize..(hi - offset) as usize]
-            .copy_from_slice(&page[(lo - start) as usize..(hi - start) as usize]);
+            .copy_from_slice(&src[(lo - start) as usize..(hi - start) as usize]);
     }
 }
 
@@ -189,9 +403,13 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    fn source(n: u64) -> Vec<u8> {
+        (0..n).map(|i| (i % 251) as u8).collect()
+    }
+
     #[test]
     fn pages_are_fetched_once_and_bounded() {
-        let data: Vec<u8> = (0..(5 * PAGE + 100)).map(|i| (i % 251) as u8).collect();
+        let data = source(5 * PAGE + 100);
         let len = data.len() as u64;
         let calls = AtomicU64::new(0);
         let fetch = |first: u64, count: u64| {
@@ -200,10 +418,10 @@ mod tests {
             let e = (((first + count) * PAGE) as usize).min(data.len());
             Ok(data[s..e].to_vec())
         };
-        let cache = PageCache::new(3 * PAGE);
+        let cache = PageCache::new(3 * PAGE, PAGE);
         let check = |off: u64, n: usize| {
             let mut b = vec![0u8; n];
-            cache.read(off, &mut b, len, fetch).unwrap();
+            cache.read(1, off, &mut b, len, Class::Meta, fetch).unwrap();
             assert_eq!(&b[..], &data[off as usize..off as usize + n]);
         };
         check(10, 100);
@@ -213,16 +431,17 @@ mod tests {
         assert_eq!(calls.load(Ordering::Relaxed), 2, "a hit");
         check(len - 50, 50);
         check(0, (2 * PAGE) as usize);
-        assert!(cache.lock().bytes <= 3 * PAGE);
+        assert!(cache.stats().meta_bytes <= 3 * PAGE);
+        assert_eq!(cache.stats().inflight, 0);
         // Many readers of one missing page: one fetch.
-        let cache = PageCache::new(8 * PAGE);
+        let cache = PageCache::new(8 * PAGE, PAGE);
         let n = AtomicU64::new(0);
         std::thread::scope(|s| {
             for _ in 0..8 {
                 s.spawn(|| {
                     let mut b = vec![0u8; 64];
                     cache
-                        .read(3 * PAGE, &mut b, len, |f, c| {
+                        .read(1, 3 * PAGE, &mut b, len, Class::Meta, |f, c| {
                             n.fetch_add(1, Ordering::Relaxed);
                             fetch(f, c)
                         })
@@ -232,11 +451,88 @@ mod tests {
         });
         assert_eq!(n.load(Ordering::Relaxed), 1);
         // A failed fetch fails every reader waiting for it, and is retried by the next.
-        let cache = PageCache::new(8 * PAGE);
+        let cache = PageCache::new(8 * PAGE, PAGE);
         let mut b = vec![0u8; 8];
-        let e = cache.read(0, &mut b, len, |_, _| Err(std::io::Error::other("503")));
+        let e = cache.read(1, 0, &mut b, len, Class::Meta, |_, _| {
+            Err(std::io::Error::other("503"))
+        });
         assert!(e.is_err());
-        cache.read(0, &mut b, len, fetch).unwrap();
+        cache.read(1, 0, &mut b, len, Class::Meta, fetch).unwrap();
         assert_eq!(&b[..], &data[..8]);
+        // Another object's page 0 is another page.
+        assert!(!cache.has(2, 0, 8));
+    }
+
+    #[test]
+    fn data_pages_do_not_evict_metadata() {
+        let data = source(40 * PAGE);
+        let len = data.len() as u64;
+        let fetch = |first: u64, count: u64| {
+            let s = (first * PAGE) as usize;
+            Ok(data[s..s + (count * PAGE) as usize].to_vec())
+        };
+        let cache = PageCache::new(2 * PAGE, 4 * PAGE);
+        let mut b = vec![0u8; 10];
+        cache.read(1, 0, &mut b, len, Class::Meta, fetch).unwrap();
+        let mut big = vec![0u8; (20 * PAGE) as usize];
+        cache
+            .read(1, PAGE * 10, &mut big, len, Class::Data, fetch)
+            .unwrap();
+        assert_eq!(&big[..], &data[(10 * PAGE) as usize..(30 * PAGE) as usize]);
+        assert!(cache.has(1, 0, 10), "metadata page kept");
+        assert!(cache.stats().data_bytes <= 4 * PAGE);
+    }
+
+    #[test]
+    fn claims_join_small_gaps_wait_readers_and_respect_the_budget() {
+        let data = source(64 * PAGE);
+        let len = data.len() as u64;
+        let cache = PageCache::new(4 * PAGE, 16 * PAGE);
+        // Page 3 is cached already; 10 is far away.
+        let mut b = vec![0u8; 4];
+        cache
+            .read(1, 3 * PAGE, &mut b, len, Class::Meta, |f, c| {
+                Ok(data[(f * PAGE) as usize..((f + c) * PAGE) as usize].to_vec())
+            })
+            .unwrap();
+        let claims = cache.claim(1, &[(0, 2), (2, 5), (10, 11)], 1, 8);
+        let runs: Vec<(u64, u64)> = claims.iter().map(|c| (c.first, c.end)).collect();
+        assert_eq!(
+            runs,
+            vec![(0, 5), (10, 11)],
+            "gap of one cached page joined"
+        );
+        assert_eq!(claims[0].owned, vec![0, 1, 2, 4]);
+        // Claimed pages are not claimed twice.
+        assert!(cache.claim(1, &[(0, 5)], 1, 8).is_empty());
+        // A reader of a claimed page waits for its completion (no fetch of its own).
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut b = vec![0u8; 16];
+                cache
+                    .read(1, PAGE + 8, &mut b, len, Class::Meta, |_, _| {
+                        panic!("claimed pages are not fetched again")
+                    })
+                    .unwrap();
+                b
+            });
+            for c in &claims {
+                let r = c.range(len);
+                cache.complete(c, len, Ok(data[r.start as usize..r.end as usize].to_vec()));
+            }
+            let got = reader.join().unwrap();
+            assert_eq!(&got[..], &data[(PAGE + 8) as usize..(PAGE + 24) as usize]);
+        });
+        assert_eq!(cache.stats().inflight, 0);
+        // The data budget bounds what may be in flight.
+        let claims = cache.claim(1, &[(20, 60)], 0, 4);
+        let pages: u64 = claims.iter().map(|c| c.end - c.first).sum();
+        assert_eq!(pages, 16);
+        assert!(claims.iter().all(|c| c.end - c.first <= 4));
+        for c in &claims {
+            cache.complete(c, len, Err(std::io::Error::other("gone")));
+        }
+        assert_eq!(cache.stats().inflight, 0);
+        assert!(!cache.has(1, 20 * PAGE, 1));
     }
 }

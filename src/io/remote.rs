@@ -1,36 +1,86 @@
 //! Remote byte sources: an object on an S3-compatible store (`s3://bucket/key`) or a file
 //! behind an HTTP(S) server that answers range requests (`https://host/path`), read through
 //! the `object_store` crate (Apache Arrow's: one client for S3 and HTTP with request signing,
-//! credentials from the standard AWS sources, timeouts and retries).
+//! credentials from the standard AWS sources, timeouts and retries with backoff). A prefix
+//! of a bucket (`s3://bucket/prefix/`) is listed through [`RemotePrefix`].
 //!
 //! `object_store` is asynchronous; one small Tokio runtime per process runs its requests, and
 //! the FUSE worker threads block on them ([`Remote::read_at`] is a plain blocking call).
 //!
+//! ## Few requests, many in flight
 //! Requests are costly on a store (tens of milliseconds each), so reads go through a page
 //! cache ([`pages`](super::pages)): aligned pages, bounded in bytes, each fetched once
 //! however many readers miss it at the same time, runs of missing pages fetched with one
 //! ranged GET. The first read of an object takes its first 1 MiB, where the superblock and
 //! (in most files) the root group's metadata live, so a mount is ready after one HEAD and one
-//! GET. Large reads (decoded chunks are cached above, in the chunk cache) bypass the pages.
+//! GET. Small reads (metadata) and large ones (data) count against separate budgets, so
+//! streaming data never pushes out the metadata a listing needs.
 //!
-//! Every GET carries `If-Match` with the ETag seen when the object was opened: an object
-//! replaced while mounted fails the reads (`EIO`), never mixing old and new bytes.
+//! Three things keep a reader from waiting one round trip per piece:
+//! - [`ByteSource::prefetch`]: the layers above name the ranges they will read next (the
+//!   object headers of a group's children, the chunks of one read); their pages are fetched
+//!   in the background, ranges with small gaps merged into one GET of at most [`PART`] bytes,
+//!   and the GETs sent in parallel.
+//! - Readahead: reads that follow each other through the object (a `cat` of a contiguous
+//!   dataset, or of the datasets of a file one after another, whose chunks lie in file
+//!   order) form a stream; from its [`RA_STREAK`]th read on, the pages ahead of it are fetched
+//!   in the background, in a window that doubles up to [`RA_MAX`].
+//! - A missing run longer than [`PART`] is fetched as parallel GETs of [`PART`] bytes.
+//!
+//! At most [`MAX_REQUESTS`] GETs are in flight in the process, and the bytes of background
+//! fetches in flight count against the data budget (a hint that does not fit is dropped).
+//!
+//! ## Faults
+//! Every request has a timeout; `object_store` retries 5xx answers, throttling and timeouts
+//! with backoff, for at most the retry bound in total, then the read fails (`EIO`, with the
+//! URL, range and cause in the message). Every GET carries `If-Match` with the ETag seen when
+//! the object was opened: an object replaced while mounted fails the reads (a 412), never
+//! mixing old and new bytes; [`ByteSource::current_identity`] asks for the ETag afresh (a
+//! HEAD), which is what `--refresh` compares.
+//!
+//! Every HTTP request, retries included, passes through a counting connector: requests by
+//! kind, retries, and latency percentiles for the whole process ([`net_stats`]).
 
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
+};
 use object_store::path::Path as StorePath;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
-use super::pages::{PageCache, PAGE};
+use super::pages::{Class, PageCache, PAGE};
 use super::source::{ByteSource, RequestCounts};
 
 /// Bytes the first GET of an object takes.
 pub const FIRST_GET: u64 = 1 << 20;
-/// Reads at least this long skip the page cache (one GET for exactly the range).
+/// Metadata reads at least this long count as data (their pages against the data budget).
 pub const DIRECT_READ: usize = 256 << 10;
+/// Longest GET of merged ranges, and the part size of long fetches sent in parallel.
+pub const PART: u64 = 4 << 20;
+/// Gap between ranges that are still merged into one GET (its bytes are fetched too).
+pub const MERGE_GAP: u64 = 2 * PAGE;
+/// GETs in flight in the whole process.
+pub const MAX_REQUESTS: usize = 32;
+/// Sequential reads in a row before readahead starts.
+pub const RA_STREAK: u32 = 2;
+/// First readahead window.
+pub const RA_MIN: u64 = 2 << 20;
+/// Largest readahead window (also at most half the data budget).
+pub const RA_MAX: u64 = 32 << 20;
+/// How far before a stream's position a read may start and still continue it (reads of one
+/// stream arrive slightly out of order from several FUSE threads), at least; reads may also
+/// start two of their own lengths before it.
+const RA_BACK: u64 = 256 << 10;
+/// How far past a stream's position (or what was fetched ahead of it) a read may start and
+/// still continue it: the metadata between two datasets' chunks.
+const RA_GAP: u64 = 256 << 10;
+/// Streams remembered per object.
+const RA_STREAMS: usize = 16;
 
 /// How to reach a remote object.
 #[derive(Clone, Debug)]
@@ -43,12 +93,33 @@ pub struct RemoteOptions {
     pub no_sign: bool,
     /// Virtual-hosted addressing (`bucket.host`) rather than path-style (`--virtual-hosted`).
     pub virtual_hosted: bool,
+    /// Static credentials (from `--profile`); default: the standard AWS sources.
+    pub credentials: Option<Credentials>,
     /// Longest one request may take (`--request-timeout`).
     pub request_timeout: Duration,
     /// Longest a read may spend retrying (5xx, throttling, timeouts) before it fails.
     pub retry_total: Duration,
-    /// Bytes of the page cache of each object.
-    pub page_cache_bytes: u64,
+    /// Bytes of metadata pages, for all remote objects of the process together (the first
+    /// object opened sets it).
+    pub meta_cache_bytes: u64,
+    /// Bytes of data pages (readahead, prefetch, large reads), likewise.
+    pub data_cache_bytes: u64,
+}
+
+/// Static S3 credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub key_id: String,
+    pub secret: String,
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("key_id", &self.key_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for RemoteOptions {
@@ -58,9 +129,11 @@ impl Default for RemoteOptions {
             region: None,
             no_sign: false,
             virtual_hosted: false,
+            credentials: None,
             request_timeout: Duration::from_secs(10),
             retry_total: Duration::from_secs(30),
-            page_cache_bytes: 64 << 20,
+            meta_cache_bytes: 32 << 20,
+            data_cache_bytes: 64 << 20,
         }
     }
 }
@@ -72,7 +145,14 @@ pub fn is_remote(source: &str) -> bool {
         .any(|p| source.starts_with(p))
 }
 
-/// Request counters of one remote object.
+/// Whether `url` names a prefix of a bucket (`s3://bucket/`, `s3://bucket/dir/`) rather than
+/// one object.
+pub fn is_prefix(url: &str) -> bool {
+    url.strip_prefix("s3://")
+        .is_some_and(|rest| !rest.contains('/') || rest.ends_with('/'))
+}
+
+/// Request counters of one remote object (and of the whole process: [`totals`]).
 #[derive(Debug, Default)]
 pub struct RemoteStats {
     pub heads: AtomicU64,
@@ -80,6 +160,45 @@ pub struct RemoteStats {
     pub bytes: AtomicU64,
     pub failures: AtomicU64,
     pub changed: AtomicU64,
+    pub merged: AtomicU64,
+    pub readahead: AtomicU64,
+}
+
+static TOTALS: RemoteStats = RemoteStats {
+    heads: AtomicU64::new(0),
+    gets: AtomicU64::new(0),
+    bytes: AtomicU64::new(0),
+    failures: AtomicU64::new(0),
+    changed: AtomicU64::new(0),
+    merged: AtomicU64::new(0),
+    readahead: AtomicU64::new(0),
+};
+
+fn counts_of(s: &RemoteStats) -> RequestCounts {
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    RequestCounts {
+        heads: get(&s.heads),
+        gets: get(&s.gets),
+        bytes: get(&s.bytes),
+        failures: get(&s.failures),
+        changed: get(&s.changed),
+        merged: get(&s.merged),
+        readahead: get(&s.readahead),
+        ..RequestCounts::default()
+    }
+}
+
+/// What every remote object of the process has asked its server (HEADs and GETs as the
+/// layers above asked for them, before retries: see [`net_stats`] for what was sent).
+pub fn totals() -> RequestCounts {
+    let net = net_stats();
+    let mut c = counts_of(&TOTALS);
+    c.lists = net.lists;
+    c.sent = net.heads + net.gets + net.lists;
+    c.retries = net.errors.saturating_sub(c.failures);
+    c.p50_us = (net.p50_ms * 1000.0) as u64;
+    c.p99_us = (net.p99_ms * 1000.0) as u64;
+    c
 }
 
 /// The process's runtime for `object_store`'s requests.
@@ -97,209 +216,732 @@ fn runtime() -> std::io::Result<&'static tokio::runtime::Runtime> {
     .map_err(|e| std::io::Error::other(e.clone()))
 }
 
-/// A remote object (see the module docs).
-pub struct Remote {
-    store: Arc<dyn ObjectStore>,
-    path: StorePath,
-    url: String,
-    len: u64,
-    etag: Option<String>,
-    pages: PageCache,
-    pub stats: RemoteStats,
+/// The page cache of every remote object of the process, sized by the first options asked.
+fn shared_pages(opts: &RemoteOptions) -> Arc<PageCache> {
+    static PAGES: OnceLock<Arc<PageCache>> = OnceLock::new();
+    PAGES
+        .get_or_init(|| {
+            Arc::new(PageCache::new(
+                opts.meta_cache_bytes.max(2 * FIRST_GET),
+                opts.data_cache_bytes.max(4 * PART),
+            ))
+        })
+        .clone()
 }
 
-impl std::fmt::Debug for Remote {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Remote")
-            .field("url", &self.url)
-            .field("len", &self.len)
-            .finish()
+/// The page-cache number of the object state `identity` (URL, length and ETag): the same
+/// object reopened finds its pages again; a changed one has a new number.
+fn object_number(identity: &str) -> u64 {
+    static NUMBERS: OnceLock<Mutex<std::collections::HashMap<String, u64>>> = OnceLock::new();
+    let mut m = NUMBERS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let next = m.len() as u64 + 1;
+    *m.entry(identity.to_string()).or_insert(next)
+}
+
+/// Bounds the GETs in flight in the process.
+static REQUESTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_REQUESTS);
+
+// ---------------------------------------------------------------------------------------
+// Every HTTP request of the process, counted where it is sent.
+
+/// Latency buckets: four per power of two of microseconds.
+const BUCKETS: usize = 4 * 40;
+
+/// Counters of every HTTP request the process sent (retries included).
+struct Net {
+    heads: AtomicU64,
+    gets: AtomicU64,
+    lists: AtomicU64,
+    others: AtomicU64,
+    /// Answers 429 and 5xx, and requests that got no answer (each then retried or failed).
+    errors: AtomicU64,
+    latency: [AtomicU64; BUCKETS],
+}
+
+static NET: Net = Net {
+    heads: AtomicU64::new(0),
+    gets: AtomicU64::new(0),
+    lists: AtomicU64::new(0),
+    others: AtomicU64::new(0),
+    errors: AtomicU64::new(0),
+    latency: [const { AtomicU64::new(0) }; BUCKETS],
+};
+
+fn bucket_of(d: Duration) -> usize {
+    let us = d.as_micros().max(1) as f64;
+    ((us.log2() * 4.0) as usize).min(BUCKETS - 1)
+}
+
+fn bucket_ms(b: usize) -> f64 {
+    2f64.powf((b + 1) as f64 / 4.0) / 1000.0
+}
+
+/// What every HTTP request of the process amounted to.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct NetStats {
+    /// HTTP requests sent, by kind (retries included).
+    pub heads: u64,
+    pub gets: u64,
+    pub lists: u64,
+    /// Answers 429 or 5xx, and requests that got no answer.
+    pub errors: u64,
+    /// Latency until the answer's head, in milliseconds (upper bound of its bucket).
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// Counters of every HTTP request the process has sent.
+pub fn net_stats() -> NetStats {
+    let counts: Vec<u64> = NET
+        .latency
+        .iter()
+        .map(|a| a.load(Ordering::Relaxed))
+        .collect();
+    let total: u64 = counts.iter().sum();
+    let pct = |q: f64| {
+        if total == 0 {
+            return 0.0;
+        }
+        let want = ((total as f64) * q).ceil() as u64;
+        let mut seen = 0;
+        for (b, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return bucket_ms(b);
+            }
+        }
+        bucket_ms(BUCKETS - 1)
+    };
+    NetStats {
+        heads: NET.heads.load(Ordering::Relaxed),
+        gets: NET.gets.load(Ordering::Relaxed),
+        lists: NET.lists.load(Ordering::Relaxed),
+        errors: NET.errors.load(Ordering::Relaxed),
+        p50_ms: pct(0.5),
+        p99_ms: pct(0.99),
     }
 }
+
+/// Sends requests through `object_store`'s own client, counting them.
+#[derive(Debug)]
+struct Counting(HttpClient);
+
+#[async_trait::async_trait]
+impl HttpService for Counting {
+    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let counter = match req.method().as_str() {
+            "HEAD" => &NET.heads,
+            "GET" if req.uri().query().is_some_and(|q| q.contains("list-type")) => &NET.lists,
+            "GET" => &NET.gets,
+            _ => &NET.others,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let t = Instant::now();
+        let r = self.0.execute(req).await;
+        NET.latency[bucket_of(t.elapsed())].fetch_add(1, Ordering::Relaxed);
+        let failed = match &r {
+            Ok(a) => a.status().as_u16() == 429 || a.status().is_server_error(),
+            Err(_) => true,
+        };
+        if failed {
+            NET.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+#[derive(Debug)]
+struct CountingConnector;
+
+impl HttpConnector for CountingConnector {
+    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        Ok(HttpClient::new(Counting(
+            ReqwestConnector::default().connect(options)?,
+        )))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 
 fn io_err(url: &str, what: &str, e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(format!("{url}: {what}: {e}"))
 }
 
-/// The store and object path `url` names.
+fn bad_url(url: &str, why: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{url}: {why}"))
+}
+
+/// The same error as `e` for a request about `url`, with NotFound and PermissionDenied kinds
+/// for a missing object or bucket and for refused access.
+fn classify(url: &str, what: &str, e: object_store::Error) -> std::io::Error {
+    use std::io::ErrorKind;
+    match e {
+        object_store::Error::NotFound { .. } => {
+            std::io::Error::new(ErrorKind::NotFound, format!("{url}: no such object"))
+        }
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => {
+            std::io::Error::new(ErrorKind::PermissionDenied, format!("{url}: access denied"))
+        }
+        e => io_err(url, what, e),
+    }
+}
+
+/// The store `url` (an `s3://` or `http(s)://` URL) lives in, and the path of `url` in it.
 fn store_for(
     url: &str,
     opts: &RemoteOptions,
 ) -> std::io::Result<(Arc<dyn ObjectStore>, StorePath)> {
-    let bad =
-        |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{url}: {why}"));
     let retry = object_store::RetryConfig {
         retry_timeout: opts.retry_total,
         ..Default::default()
     };
-    let client = object_store::ClientOptions::new()
+    let client = ClientOptions::new()
         .with_timeout(opts.request_timeout)
         .with_connect_timeout(opts.request_timeout)
         .with_allow_http(true);
     if let Some(rest) = url.strip_prefix("s3://") {
-        let (bucket, key) = rest
-            .split_once('/')
-            .ok_or_else(|| bad("no key after the bucket"))?;
-        if bucket.is_empty() || key.is_empty() {
-            return Err(bad("expected s3://BUCKET/KEY"));
+        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(bad_url(
+                url,
+                "expected s3://BUCKET/KEY or s3://BUCKET/PREFIX/",
+            ));
         }
         let mut b = object_store::aws::AmazonS3Builder::from_env()
             .with_bucket_name(bucket)
             .with_client_options(client)
             .with_retry(retry)
+            .with_http_connector(CountingConnector)
             .with_virtual_hosted_style_request(opts.virtual_hosted)
             .with_skip_signature(opts.no_sign);
+        if let Some(c) = &opts.credentials {
+            b = b
+                .with_access_key_id(c.key_id.clone())
+                .with_secret_access_key(c.secret.clone());
+            if let Some(t) = &c.token {
+                b = b.with_token(t.clone());
+            }
+        }
         if let Some(e) = &opts.endpoint {
             b = b.with_endpoint(e.clone());
         }
         if let Some(r) = &opts.region {
             b = b.with_region(r.clone());
         }
-        let store = b.build().map_err(|e| bad(&e.to_string()))?;
+        let store = b.build().map_err(|e| bad_url(url, &e.to_string()))?;
         return Ok((Arc::new(store), StorePath::from(key)));
     }
     let after_scheme = url
         .find("://")
         .map(|i| i + 3)
-        .ok_or_else(|| bad("not a URL"))?;
+        .ok_or_else(|| bad_url(url, "not a URL"))?;
     let path_at = url[after_scheme..]
         .find('/')
         .map(|i| i + after_scheme)
-        .ok_or_else(|| bad("no path in the URL"))?;
+        .ok_or_else(|| bad_url(url, "no path in the URL"))?;
     let (base, path) = url.split_at(path_at);
     let store = object_store::http::HttpBuilder::new()
         .with_url(base)
         .with_client_options(client)
         .with_retry(retry)
+        .with_http_connector(CountingConnector)
         .build()
-        .map_err(|e| bad(&e.to_string()))?;
+        .map_err(|e| bad_url(url, &e.to_string()))?;
     Ok((
         Arc::new(store),
         StorePath::from(path.trim_start_matches('/')),
     ))
 }
 
-impl Remote {
-    /// Open the object at `url` with one HEAD (its length and ETag).
-    pub fn open(url: &str, opts: &RemoteOptions) -> std::io::Result<Remote> {
-        let (store, path) = store_for(url, opts)?;
-        let rt = runtime()?;
-        let meta = rt.block_on(store.head(&path)).map_err(|e| match e {
-            object_store::Error::NotFound { .. } => std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{url}: no such object"),
-            ),
-            object_store::Error::PermissionDenied { .. }
-            | object_store::Error::Unauthenticated { .. } => std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!("{url}: access denied"),
-            ),
-            e => io_err(url, "HEAD", e),
-        })?;
-        let r = Remote {
-            store,
-            path,
-            url: url.to_string(),
-            len: meta.size,
-            etag: meta.e_tag.clone(),
-            pages: PageCache::new(opts.page_cache_bytes.max(2 * FIRST_GET)),
-            stats: RemoteStats::default(),
-        };
-        r.stats.heads.fetch_add(1, Ordering::Relaxed);
-        Ok(r)
+/// One reader's progress through an object (see the module docs).
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    /// Where the next read is expected.
+    next: u64,
+    /// How far pages have been fetched (or claimed) ahead.
+    ahead: u64,
+    window: u64,
+    streak: u32,
+}
+
+struct Inner {
+    store: Arc<dyn ObjectStore>,
+    path: StorePath,
+    url: String,
+    len: u64,
+    etag: Option<String>,
+    /// Its number in the shared page cache.
+    obj: u64,
+    pages: Arc<PageCache>,
+    ra_max: u64,
+    streams: Mutex<VecDeque<Stream>>,
+    stats: RemoteStats,
+}
+
+/// A remote object (see the module docs).
+pub struct Remote {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("url", &self.inner.url)
+            .field("len", &self.inner.len)
+            .finish()
+    }
+}
+
+impl Inner {
+    /// Add `n` to one counter of this object and of the process.
+    fn count(&self, pick: fn(&RemoteStats) -> &AtomicU64, n: u64) {
+        pick(&self.stats).fetch_add(n, Ordering::Relaxed);
+        pick(&TOTALS).fetch_add(n, Ordering::Relaxed);
     }
 
-    /// One ranged GET (with `If-Match`).
-    fn get(&self, range: Range<u64>) -> std::io::Result<Vec<u8>> {
-        let rt = runtime()?;
+    /// One ranged GET (with `If-Match`), once a request slot is free.
+    async fn get_one(&self, range: Range<u64>) -> std::io::Result<Vec<u8>> {
+        let _slot = REQUESTS
+            .acquire()
+            .await
+            .map_err(|e| io_err(&self.url, "GET", e))?;
         let want = range.end - range.start;
+        let shown = format!("GET bytes {}-{}", range.start, range.end.saturating_sub(1));
         let opts = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
+            range: Some(GetRange::Bounded(range)),
             if_match: self.etag.clone(),
             ..Default::default()
         };
-        self.stats.gets.fetch_add(1, Ordering::Relaxed);
-        let got = rt.block_on(async {
+        self.count(|s| &s.gets, 1);
+        log::debug!("{}: {shown}", self.url);
+        let got = async {
             let r = self.store.get_opts(&self.path, opts).await?;
             r.bytes().await
-        });
+        }
+        .await;
         let bytes = got.map_err(|e| {
-            self.stats.failures.fetch_add(1, Ordering::Relaxed);
+            self.count(|s| &s.failures, 1);
             let why = match e {
                 object_store::Error::Precondition { .. } => {
-                    self.stats.changed.fetch_add(1, Ordering::Relaxed);
+                    self.count(|s| &s.changed, 1);
                     "the object changed since it was mounted (ETag no longer matches)".to_string()
                 }
                 e => e.to_string(),
             };
-            io_err(
-                &self.url,
-                &format!("GET bytes {}-{}", range.start, range.end - 1),
-                why,
-            )
+            io_err(&self.url, &shown, why)
         })?;
         if bytes.len() as u64 != want {
-            self.stats.failures.fetch_add(1, Ordering::Relaxed);
+            self.count(|s| &s.failures, 1);
             return Err(io_err(
                 &self.url,
-                &format!("GET bytes {}-{}", range.start, range.end - 1),
+                &shown,
                 format!("{} bytes in the answer", bytes.len()),
             ));
         }
-        self.stats.bytes.fetch_add(want, Ordering::Relaxed);
+        self.count(|s| &s.bytes, want);
         Ok(bytes.to_vec())
+    }
+
+    /// The bytes of `range`: one GET, or parallel GETs of [`PART`] bytes for a long range.
+    async fn get(self: Arc<Self>, range: Range<u64>) -> std::io::Result<Vec<u8>> {
+        if range.end - range.start <= PART {
+            return self.get_one(range).await;
+        }
+        let mut parts = Vec::new();
+        let mut at = range.start;
+        while at < range.end {
+            let end = (at + PART).min(range.end);
+            let me = self.clone();
+            parts.push(tokio::spawn(async move { me.get_one(at..end).await }));
+            at = end;
+        }
+        let mut out = Vec::with_capacity((range.end - range.start) as usize);
+        let mut first_err = None;
+        for p in parts {
+            match p.await {
+                Ok(Ok(b)) => out.extend_from_slice(&b),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_err.get_or_insert(io_err(&self.url, "GET", e));
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    /// Fetch the page runs `wanted` (page ranges) in the background, merged across gaps of
+    /// `gap` pages; returns the GETs sent.
+    fn fetch_behind(self: &Arc<Self>, wanted: &[(u64, u64)], gap: u64) -> u64 {
+        let claims = self.pages.claim(self.obj, wanted, gap, PART / PAGE);
+        let Ok(rt) = runtime() else {
+            for c in &claims {
+                self.pages
+                    .complete(c, self.len, Err(std::io::Error::other("no runtime")));
+            }
+            return 0;
+        };
+        let n = claims.len() as u64;
+        for c in claims {
+            let me = self.clone();
+            rt.spawn(async move {
+                let got = me.get_one(c.range(me.len)).await;
+                me.pages.complete(&c, me.len, got);
+            });
+        }
+        n
+    }
+
+    /// Follow the stream that a read of `offset..end` belongs to, and fetch ahead of it.
+    fn readahead(self: &Arc<Self>, offset: u64, end: u64) {
+        let todo = {
+            let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+            // Reads of one stream arrive somewhat out of order (several FUSE threads, the
+            // kernel's readahead): a read may start before the stream's position by a little,
+            // and by a few of its own lengths.
+            let back = RA_BACK.max(2 * (end - offset));
+            let hit = streams.iter().position(|s| {
+                offset.saturating_add(back) >= s.next && offset <= s.next.max(s.ahead) + RA_GAP
+            });
+            let Some(i) = hit else {
+                streams.push_front(Stream {
+                    next: end,
+                    ahead: end,
+                    window: RA_MIN,
+                    streak: 0,
+                });
+                streams.truncate(RA_STREAMS);
+                return;
+            };
+            let mut s = streams.remove(i).unwrap_or(Stream {
+                next: end,
+                ahead: end,
+                window: RA_MIN,
+                streak: 0,
+            });
+            s.next = s.next.max(end);
+            s.streak = s.streak.saturating_add(1);
+            let mut todo = None;
+            if s.streak >= RA_STREAK {
+                let from = s.ahead.max(s.next);
+                let target = (s.next + s.window).min(self.len);
+                // Send in batches of at least half a window, not one page per read (and the
+                // rest, whatever its size, once the window reaches the end).
+                if target > from && (target - from >= s.window / 2 || target == self.len) {
+                    todo = Some((from, target));
+                    s.ahead = target;
+                    s.window = (s.window * 2).min(self.ra_max);
+                }
+            }
+            streams.push_front(s);
+            todo
+        };
+        if let Some((from, to)) = todo {
+            let sent = self.fetch_behind(&[(from / PAGE, to.div_ceil(PAGE))], 0);
+            self.count(|s| &s.readahead, sent);
+        }
+    }
+}
+
+impl Remote {
+    /// Open the object at `url` with one HEAD (its length and ETag).
+    pub fn open(url: &str, opts: &RemoteOptions) -> std::io::Result<Remote> {
+        if is_prefix(url) {
+            return Err(bad_url(url, "names a prefix, not an object"));
+        }
+        let (store, path) = store_for(url, opts)?;
+        let rt = runtime()?;
+        let meta = rt
+            .block_on(store.head(&path))
+            .map_err(|e| classify(url, "HEAD", e))?;
+        let r = Remote::with_meta(store, path, url, meta.size, meta.e_tag, opts);
+        r.inner.count(|s| &s.heads, 1);
+        Ok(r)
+    }
+
+    /// An object whose length and ETag are known already (from a listing): no request.
+    fn with_meta(
+        store: Arc<dyn ObjectStore>,
+        path: StorePath,
+        url: &str,
+        len: u64,
+        etag: Option<String>,
+        opts: &RemoteOptions,
+    ) -> Remote {
+        let pages = shared_pages(opts);
+        let data = pages.data_budget();
+        let obj = object_number(&identity_of(url, len, etag.as_deref()));
+        Remote {
+            inner: Arc::new(Inner {
+                store,
+                path,
+                url: url.to_string(),
+                len,
+                etag,
+                obj,
+                pages,
+                ra_max: RA_MAX.min(data / 2),
+                streams: Mutex::new(VecDeque::new()),
+                stats: RemoteStats::default(),
+            }),
+        }
+    }
+
+    /// The object's URL.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// Read at `offset`, as data (readahead, data pages) or as metadata.
+    fn read(&self, offset: u64, buf: &mut [u8], data: bool) -> std::io::Result<usize> {
+        let len = self.inner.len;
+        if offset >= len || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(len - offset) as usize;
+        let buf = &mut buf[..n];
+        let class = if data {
+            self.inner.readahead(offset, offset + n as u64);
+            Class::Data
+        } else if n >= DIRECT_READ {
+            Class::Data
+        } else {
+            Class::Meta
+        };
+        self.inner
+            .pages
+            .read(self.inner.obj, offset, buf, len, class, |first, count| {
+                self.fetch_pages(first, count)
+            })?;
+        Ok(n)
+    }
+
+    /// Fetch `first..first + count` pages now (the first fetch of an object takes its head).
+    fn fetch_pages(&self, first: u64, count: u64) -> std::io::Result<Vec<u8>> {
+        let start = first * PAGE;
+        let mut end = (first + count) * PAGE;
+        if start == 0 {
+            end = end.max(FIRST_GET);
+        }
+        let end = end.min(self.inner.len);
+        runtime()?.block_on(self.inner.clone().get(start..end))
     }
 }
 
 impl ByteSource for Remote {
     fn len(&self) -> u64 {
-        self.len
+        self.inner.len
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        if offset >= self.len || buf.is_empty() {
-            return Ok(0);
+        self.read(offset, buf, false)
+    }
+
+    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.read(offset, buf, true)
+    }
+
+    fn prefetch(&self, ranges: &[(u64, u64)]) {
+        let len = self.inner.len;
+        let mut pages: Vec<(u64, u64)> = ranges
+            .iter()
+            .filter(|(o, n)| *n > 0 && *o < len)
+            .map(|&(o, n)| (o / PAGE, (o.saturating_add(n).min(len)).div_ceil(PAGE)))
+            .collect();
+        if pages.is_empty() {
+            return;
         }
-        let n = (buf.len() as u64).min(self.len - offset) as usize;
-        let buf = &mut buf[..n];
-        if n >= DIRECT_READ {
-            let bytes = self.get(offset..offset + n as u64)?;
-            buf.copy_from_slice(&bytes);
-            return Ok(n);
+        pages.sort_unstable();
+        let asked = pages.len() as u64;
+        let sent = self.inner.fetch_behind(&pages, MERGE_GAP / PAGE);
+        if sent > 0 && asked > sent {
+            self.inner.count(|s| &s.merged, asked - sent);
         }
-        self.pages
-            .read(offset, buf, self.len, |first_page, pages| {
-                // The first fetch of the object takes its head at once.
-                let start = first_page * PAGE;
-                let mut end = (first_page + pages) * PAGE;
-                if start == 0 {
-                    end = end.max(FIRST_GET);
-                }
-                let end = end.min(self.len);
-                self.get(start..end)
-            })?;
-        Ok(n)
+    }
+
+    fn wants_hints(&self) -> bool {
+        true
+    }
+
+    fn current_identity(&self) -> Option<std::io::Result<String>> {
+        let r = runtime().and_then(|rt| {
+            rt.block_on(self.inner.store.head(&self.inner.path))
+                .map_err(|e| classify(&self.inner.url, "HEAD", e))
+        });
+        self.inner.count(|s| &s.heads, 1);
+        Some(r.map(|m| identity_of(&self.inner.url, m.size, m.e_tag.as_deref())))
     }
 
     fn identity(&self) -> String {
-        self.etag
-            .clone()
-            .unwrap_or_else(|| format!("{}:{}", self.url, self.len))
+        identity_of(&self.inner.url, self.inner.len, self.inner.etag.as_deref())
     }
 
     fn name(&self) -> String {
-        self.url.clone()
+        self.inner.url.clone()
     }
 
     fn requests(&self) -> Option<RequestCounts> {
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        Some(RequestCounts {
-            heads: get(&self.stats.heads),
-            gets: get(&self.stats.gets),
-            bytes: get(&self.stats.bytes),
-            failures: get(&self.stats.failures),
-            changed: get(&self.stats.changed),
+        Some(counts_of(&self.inner.stats))
+    }
+}
+
+fn identity_of(url: &str, len: u64, etag: Option<&str>) -> String {
+    match etag {
+        Some(e) => format!("{url}:{len}:{e}"),
+        None => format!("{url}:{len}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// An object found by a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// Its name within the listed prefix (no `/`).
+    pub name: String,
+    pub size: u64,
+    pub etag: Option<String>,
+    /// Last modification, seconds since the epoch.
+    pub modified: i64,
+}
+
+/// What one prefix holds: sub-prefixes (names without the trailing `/`) and objects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub dirs: Vec<String>,
+    pub objects: Vec<Listed>,
+}
+
+/// A prefix of a bucket (`s3://bucket/`, `s3://bucket/some/prefix/`), listed with
+/// ListObjectsV2 and a `/` delimiter (one request per 1,000 keys).
+pub struct RemotePrefix {
+    store: Arc<dyn ObjectStore>,
+    /// `s3://bucket/`
+    bucket_url: String,
+    /// The mounted prefix inside the bucket, without leading or trailing `/` ("" = all).
+    base: String,
+    opts: RemoteOptions,
+    lists: AtomicU64,
+}
+
+impl std::fmt::Debug for RemotePrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemotePrefix")
+            .field("bucket", &self.bucket_url)
+            .field("base", &self.base)
+            .finish()
+    }
+}
+
+impl RemotePrefix {
+    /// The prefix `url` (`s3://bucket/prefix/`). Sends no request.
+    pub fn new(url: &str, opts: &RemoteOptions) -> std::io::Result<RemotePrefix> {
+        let rest = url
+            .strip_prefix("s3://")
+            .ok_or_else(|| bad_url(url, "only s3:// prefixes can be listed"))?;
+        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+        let (store, _) = store_for(&format!("s3://{bucket}/"), opts)?;
+        Ok(RemotePrefix {
+            store,
+            bucket_url: format!("s3://{bucket}/"),
+            base: key.trim_matches('/').to_string(),
+            opts: opts.clone(),
+            lists: AtomicU64::new(0),
         })
+    }
+
+    /// The URL of `rel` (a `/`-separated path below the mounted prefix).
+    pub fn url_of(&self, rel: &str) -> String {
+        let key = self.key_of(rel);
+        format!("{}{key}", self.bucket_url)
+    }
+
+    /// The URL of the mounted prefix (with its trailing `/`).
+    pub fn url(&self) -> String {
+        if self.base.is_empty() {
+            self.bucket_url.clone()
+        } else {
+            format!("{}{}/", self.bucket_url, self.base)
+        }
+    }
+
+    fn key_of(&self, rel: &str) -> String {
+        let rel = rel.trim_matches('/');
+        match (self.base.is_empty(), rel.is_empty()) {
+            (true, _) => rel.to_string(),
+            (false, true) => self.base.clone(),
+            (false, false) => format!("{}/{rel}", self.base),
+        }
+    }
+
+    /// LIST requests sent so far (each page of 1,000 keys is one).
+    pub fn lists(&self) -> u64 {
+        self.lists.load(Ordering::Relaxed)
+    }
+
+    /// What the directory `rel` below the mounted prefix holds.
+    pub fn list(&self, rel: &str) -> std::io::Result<Listing> {
+        let key = self.key_of(rel);
+        let url = if key.is_empty() {
+            self.bucket_url.clone()
+        } else {
+            format!("{}{key}/", self.bucket_url)
+        };
+        let prefix = (!key.is_empty()).then(|| StorePath::from(key.as_str()));
+        let before = NET.lists.load(Ordering::Relaxed);
+        let got = runtime()?.block_on(self.store.list_with_delimiter(prefix.as_ref()));
+        self.lists.fetch_add(
+            NET.lists
+                .load(Ordering::Relaxed)
+                .saturating_sub(before)
+                .max(1),
+            Ordering::Relaxed,
+        );
+        let got = got.map_err(|e| classify(&url, "LIST", e))?;
+        let last = |p: &StorePath| p.filename().map(str::to_string);
+        let mut out = Listing {
+            dirs: got.common_prefixes.iter().filter_map(last).collect(),
+            objects: got
+                .objects
+                .iter()
+                .filter_map(|o| {
+                    Some(Listed {
+                        name: last(&o.location)?,
+                        size: o.size,
+                        etag: o.e_tag.clone(),
+                        modified: o.last_modified.timestamp(),
+                    })
+                })
+                .collect(),
+        };
+        out.dirs.sort();
+        out.objects.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// The object `rel`, whose size and ETag a listing gave: no request is sent.
+    pub fn object(&self, rel: &str, listed: &Listed) -> Remote {
+        Remote::with_meta(
+            self.store.clone(),
+            StorePath::from(self.key_of(rel).as_str()),
+            &self.url_of(rel),
+            listed.size,
+            listed.etag.clone(),
+            &self.opts,
+        )
+    }
+
+    /// The object `rel` (`/`-separated, below the mounted prefix), opened with one HEAD.
+    pub fn open(&self, rel: &str) -> std::io::Result<Remote> {
+        Remote::open(&self.url_of(rel), &self.opts)
     }
 }
 
@@ -313,11 +955,34 @@ mod tests {
         assert!(is_remote("https://h/f.h5"));
         assert!(!is_remote("/data/f.h5"));
         assert!(!is_remote("s3:/b"));
+        assert!(is_prefix("s3://b") && is_prefix("s3://b/") && is_prefix("s3://b/p/q/"));
+        assert!(!is_prefix("s3://b/k.h5") && !is_prefix("https://h/d/"));
         let o = RemoteOptions::default();
-        assert!(store_for("s3://bucket", &o).is_err());
+        assert!(Remote::open("s3://bucket", &o).is_err());
         assert!(store_for("s3:///key", &o).is_err());
         assert!(store_for("http://host", &o).is_err());
         let (_, p) = store_for("http://127.0.0.1:1/a/b.h5", &o).unwrap();
         assert_eq!(p.as_ref(), "a/b.h5");
+        let pre = RemotePrefix::new("s3://b/x/y/", &o).unwrap();
+        assert_eq!(pre.url(), "s3://b/x/y/");
+        assert_eq!(pre.url_of("d/f.h5"), "s3://b/x/y/d/f.h5");
+        assert_eq!(pre.key_of(""), "x/y");
+        let all = RemotePrefix::new("s3://b", &o).unwrap();
+        assert_eq!(
+            (all.url(), all.url_of("f.h5")),
+            ("s3://b/".to_string(), "s3://b/f.h5".to_string())
+        );
+    }
+
+    #[test]
+    fn latency_percentiles_come_from_buckets() {
+        let b = bucket_of(Duration::from_millis(30));
+        assert!(
+            bucket_ms(b) >= 30.0 && bucket_ms(b) < 30.0 * 1.2,
+            "{}",
+            bucket_ms(b)
+        );
+        assert_eq!(bucket_of(Duration::ZERO), 0);
+        assert_eq!(bucket_of(Duration::from_secs(1 << 30)), BUCKETS - 1);
     }
 }

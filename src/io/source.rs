@@ -28,6 +28,12 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// past it).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize>;
 
+    /// [`ByteSource::read_at`] for the bytes of a dataset rather than metadata: a remote
+    /// source follows sequential data reads with readahead and keeps their pages apart.
+    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.read_at(offset, buf)
+    }
+
     /// Fill each buffer from its offset, in any order the source finds fastest (a remote
     /// source merges near ranges into one request). A range past the end is an error.
     fn read_ranges(&self, ranges: &mut [(u64, &mut [u8])]) -> std::io::Result<()> {
@@ -35,6 +41,24 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
             read_exact_at(self, *offset, buf)?;
         }
         Ok(())
+    }
+
+    /// A hint that the ranges `(offset, length)` will be read soon: a remote source starts
+    /// fetching them in the background, merged into few requests; a local one ignores it.
+    fn prefetch(&self, ranges: &[(u64, u64)]) {
+        let _ = ranges;
+    }
+
+    /// True when every read costs a request (a remote source): the layers above then work
+    /// out and send [`ByteSource::prefetch`] hints, which cost them some lookups.
+    fn wants_hints(&self) -> bool {
+        false
+    }
+
+    /// The identity the bytes have now, asked afresh (a remote source sends a HEAD); `None`
+    /// when the source has no way to tell (its identity never changes).
+    fn current_identity(&self) -> Option<std::io::Result<String>> {
+        None
     }
 
     /// What identifies this state of the bytes (an ETag, or device, inode, size and times).
@@ -65,6 +89,20 @@ pub struct RequestCounts {
     pub failures: u64,
     /// GETs refused because the object changed (412).
     pub changed: u64,
+    /// Ranges asked for together that were merged into fewer GETs (ranges minus GETs).
+    pub merged: u64,
+    /// GETs sent ahead of a sequential reader (readahead).
+    pub readahead: u64,
+    /// The rest is process-wide, in [`crate::io::remote::totals`] only (0 elsewhere):
+    /// LIST requests sent (one per page of 1,000 keys).
+    pub lists: u64,
+    /// HTTP requests sent, retries included.
+    pub sent: u64,
+    /// Requests sent again after a 429 or 5xx answer, or no answer.
+    pub retries: u64,
+    /// Median and 99th-percentile latency of a request until its answer's head, in µs.
+    pub p50_us: u64,
+    pub p99_us: u64,
 }
 
 /// Fill `buf` from `offset` of `src`, or fail: `UnexpectedEof` if the source ends first.

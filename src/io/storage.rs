@@ -64,9 +64,36 @@ impl Storage {
         }
     }
 
+    /// Whether the source wants [`Storage::prefetch`] hints (see
+    /// [`ByteSource::wants_hints`]).
+    pub fn wants_hints(&self) -> bool {
+        self.inner.wants_hints()
+    }
+
+    /// Hint that the ranges `(relative address, length)` will be read soon.
+    pub fn prefetch(&self, ranges: &[(u64, u64)]) {
+        let abs: Vec<(u64, u64)> = ranges
+            .iter()
+            .filter_map(|&(a, n)| Some((self.base.checked_add(a)?, n)))
+            .collect();
+        if !abs.is_empty() {
+            self.inner.prefetch(&abs);
+        }
+    }
+
     /// Fill `buf` from relative address `addr`. Fails with [`Error::Truncated`] if the range is
     /// not entirely inside the file.
     pub fn read_at(&self, addr: u64, buf: &mut [u8], what: &'static str) -> Result<()> {
+        self.read_impl(addr, buf, what, false)
+    }
+
+    /// [`Storage::read_at`] for the bytes of a dataset (chunks, contiguous data), which a
+    /// remote source reads ahead of a sequential reader and caches apart from metadata.
+    pub fn read_data(&self, addr: u64, buf: &mut [u8], what: &'static str) -> Result<()> {
+        self.read_impl(addr, buf, what, true)
+    }
+
+    fn read_impl(&self, addr: u64, buf: &mut [u8], what: &'static str, data: bool) -> Result<()> {
         let len = buf.len() as u64;
         let abs = self
             .base
@@ -78,7 +105,13 @@ impl Storage {
             .ok_or(Error::Truncated { what, addr })?;
         let mut done = 0usize;
         while done < buf.len() {
-            match self.inner.read_at(abs + done as u64, &mut buf[done..]) {
+            let at = abs + done as u64;
+            let got = if data {
+                self.inner.read_data_at(at, &mut buf[done..])
+            } else {
+                self.inner.read_at(at, &mut buf[done..])
+            };
+            match got {
                 Ok(0) => return Err(Error::Truncated { what, addr }),
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

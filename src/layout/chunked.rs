@@ -370,7 +370,7 @@ impl Chunked {
             return Err(Error::corrupt("chunk", rec.addr, "chunk buffer is shared"));
         };
         if raw {
-            self.storage.read_at(rec.addr, out, "chunk")?;
+            self.storage.read_data(rec.addr, out, "chunk")?;
         } else {
             self.pipeline
                 .decode_from(&self.storage, rec.addr, rec.size, rec.filter_mask, out)?;
@@ -412,6 +412,9 @@ impl Chunked {
         if fetch_only && direct {
             return Ok(());
         }
+        if self.storage.wants_hints() {
+            self.hint_chunks(&spans, direct)?;
+        }
         let mut cc = vec![0u64; m];
         let mut scratch = Scratch {
             a: vec![0; m],
@@ -450,6 +453,39 @@ impl Chunked {
                     break;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Tell a source where every request costs a round trip which chunks the read of the
+    /// chunk boxes `spans` is about to fetch (those not cached): it fetches them together,
+    /// near ones merged into one request, instead of one request after the other.
+    fn hint_chunks(&self, spans: &[(Vec<u64>, Vec<u64>)], direct: bool) -> Result<()> {
+        let mut ranges = Vec::new();
+        let mut cc = vec![0u64; self.geom.dims.len()];
+        for (lo, hi) in spans {
+            cc.copy_from_slice(lo);
+            loop {
+                let cached = !direct && self.cache.contains(self.cache_key(&cc));
+                if !cached {
+                    if let Some((rec, raw)) = self.locate(&cc)? {
+                        let n = if raw {
+                            self.chunk_bytes as u64
+                        } else {
+                            rec.size
+                        };
+                        ranges.push((rec.addr, n));
+                    }
+                }
+                if ranges.len() > MAX_HINTS || !advance(&mut cc, lo, hi) {
+                    break;
+                }
+            }
+        }
+        if ranges.len() > 1 {
+            ranges.sort_unstable();
+            ranges.dedup();
+            self.storage.prefetch(&ranges);
         }
         Ok(())
     }
@@ -507,14 +543,17 @@ impl Chunked {
     /// The decoded chunk at merged chunk coordinates `cc`, through the cache; `None` when the
     /// chunk was never written.
     fn fetch(&self, cc: &[u64]) -> Result<Option<Arc<[u8]>>> {
+        self.cache
+            .get_or_try_load_shared(self.cache_key(cc), || self.load(cc))
+    }
+
+    /// The chunk cache's key of the chunk at merged chunk coordinates `cc`.
+    fn cache_key(&self, cc: &[u64]) -> crate::cache::CacheKey {
         let linear = cc
             .iter()
             .zip(&self.geom.nstrides)
             .fold(0u64, |a, (&c, &n)| a + c * n);
-        self.cache
-            .get_or_try_load_shared((dataset_key(self.cache_file, self.id), linear), || {
-                self.load(cc)
-            })
+        (dataset_key(self.cache_file, self.id), linear)
     }
 
     /// Copy region `r` ∩ chunk `cc` (merged coordinates), whose decoded bytes are `chunk`
@@ -558,7 +597,7 @@ impl Chunked {
                     Source::File(addr) => {
                         // `locate` checked that the whole chunk lies inside the file.
                         let from = chk * es + (lo - img_lo);
-                        self.storage.read_at(addr + from, dst, "chunk")?;
+                        self.storage.read_data(addr + from, dst, "chunk")?;
                     }
                     Source::Mem(data) => {
                         let from = chk * es + (lo - img_lo);
@@ -594,6 +633,9 @@ enum Source<'a> {
     /// Stored raw at this relative file address.
     File(u64),
 }
+
+/// Most chunks one read names in a prefetch hint.
+const MAX_HINTS: usize = 1024;
 
 /// Index of the last merged dimension (`m` >= 1).
 fn last_dim(m: usize) -> usize {

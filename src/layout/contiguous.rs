@@ -55,7 +55,7 @@ impl Contiguous {
             }
             Some(a) => {
                 // Cannot overflow: offset + buf.len() <= len and a + len was checked in `new`.
-                self.storage.read_at(a + offset, buf, "contiguous data")
+                self.storage.read_data(a + offset, buf, "contiguous data")
             }
         }
     }

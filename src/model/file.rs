@@ -65,6 +65,9 @@ const LINKS_CACHE_ENTRIES: usize = 1024;
 const DATASET_CACHE_ENTRIES: usize = 4096;
 /// Soft links followed while resolving one path (as the kernel's ELOOP limit).
 const MAX_SOFT_LINK_HOPS: usize = 40;
+/// Bytes of an object header hinted for prefetch when its group is listed: its first chunk
+/// and then some (the source rounds up to whole pages anyway).
+const HEADER_HINT: u64 = 4096;
 /// External links followed while resolving one path (libhdf5's default limit on link
 /// traversals is 16).
 pub const MAX_EXTERNAL_HOPS: usize = 16;
@@ -262,6 +265,11 @@ impl File {
         Ok(h)
     }
 
+    /// Whether the header of `id` is cached.
+    fn headers_cached(&self, id: ObjectId) -> bool {
+        self.headers.lock().unwrap().contains(&id.0)
+    }
+
     /// Decode a raw message, resolving a shared message to its real body first.
     pub fn decode(&self, raw: &RawMessage) -> Result<Message> {
         let sizes = self.sizes();
@@ -365,6 +373,23 @@ impl File {
         let links = Arc::new(links);
         self.links.lock().unwrap().put(group.0, links.clone());
         Ok(links)
+    }
+
+    /// Hint that the objects `links` lead to are about to be read (a listing goes on to
+    /// `stat` every entry): on a remote source, their headers are fetched together, in one
+    /// round trip, rather than one request per child as each is parsed.
+    pub fn prefetch_headers(&self, links: &[Link]) {
+        if !self.storage.wants_hints() {
+            return;
+        }
+        let heads: Vec<(u64, u64)> = links
+            .iter()
+            .filter_map(|l| match l.target {
+                LinkTarget::Hard(id) if !self.headers_cached(id) => Some((id.0, HEADER_HINT)),
+                _ => None,
+            })
+            .collect();
+        self.storage.prefetch(&heads);
     }
 
     /// Links of a group in creation order, where the group tracks it (h5py's order for
