@@ -108,6 +108,11 @@ struct Cli {
     #[arg(long, value_name = "NAME", help_heading = "Remote sources")]
     region: Option<String>,
 
+    /// Credentials (and region, endpoint) of this named profile of ~/.aws/credentials and
+    /// ~/.aws/config (-o profile=NAME) [default: the AWS environment variables, web identity,
+    /// container and instance metadata].
+    #[arg(long, value_name = "NAME", help_heading = "Remote sources")]
+    profile: Option<String>,
     /// Send unsigned requests, for public buckets (-o no_sign_request).
     #[arg(long, help_heading = "Remote sources")]
     no_sign_request: bool,
@@ -192,6 +197,9 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     }
     if cli.region.is_some() {
         c.region = cli.region;
+    }
+    if cli.profile.is_some() {
+        c.profile = cli.profile;
     }
     c.no_sign_request |= cli.no_sign_request;
     c.virtual_hosted |= cli.virtual_hosted;

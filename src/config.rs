@@ -79,6 +79,8 @@ pub struct Config {
     pub endpoint: Option<String>,
     /// S3 region (`--region`, `-o region=`).
     pub region: Option<String>,
+    /// Named AWS profile for credentials (`--profile`, `-o profile=`).
+    pub profile: Option<String>,
     /// Unsigned requests, for public buckets (`--no-sign-request`, `-o no_sign_request`).
     pub no_sign_request: bool,
     /// Virtual-hosted S3 addressing (`--virtual-hosted`, `-o virtual_hosted`).
@@ -132,6 +134,7 @@ impl Config {
             refresh: None,
             endpoint: None,
             region: None,
+            profile: None,
             no_sign_request: false,
             virtual_hosted: false,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
@@ -191,6 +194,7 @@ impl Config {
             "max_open_files" => self.max_open_files = parse_max_open_files(need()?)?,
             "endpoint" => self.endpoint = Some(need()?.to_string()),
             "region" => self.region = Some(need()?.to_string()),
+            "profile" => self.profile = Some(need()?.to_string()),
             "no_sign_request" => self.no_sign_request = true,
             "virtual_hosted" => self.virtual_hosted = true,
             "request_timeout" => self.request_timeout = parse_seconds(key, need()?)?,

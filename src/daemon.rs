@@ -44,7 +44,8 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What is mounted.
 enum Source {
-    File(Arc<File>),
+    /// The mounted file, and the resolver that opened it when the file does not own it.
+    File(Arc<File>, Option<Arc<Resolver>>),
     Dir(Arc<Resolver>),
 }
 
@@ -86,6 +87,7 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
             allow_outside_paths: cfg.allow_external_paths,
             max_open_files,
             cache_bytes: cfg.cache_size,
+            origin: None,
         });
         return Ok(Prepared {
             source: Source::Dir(resolver),
@@ -119,19 +121,19 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
         Err(e) => return Err(format!("{}: root group: {e}", f.display())),
     }
     Ok(Prepared {
-        source: Source::File(file),
+        source: Source::File(file, None),
         fs_opts,
         mount_dev: mp_meta.dev(),
         stamp: Stamp::of_meta(&meta),
     })
 }
 
-/// Open a remote object (one HEAD, one GET of its head) and parse its root group.
+/// The remote options of `cfg`, with the credentials (and region and endpoint, unless
+/// given) of `--profile`.
 #[cfg(feature = "remote")]
-fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, String> {
-    use h5mount::io::remote::{Remote, RemoteOptions};
-    let shown = display_url(url);
-    let ropts = RemoteOptions {
+fn remote_options(cfg: &Config) -> Result<h5mount::io::remote::RemoteOptions, String> {
+    use h5mount::io::remote::{Credentials, RemoteOptions};
+    let mut ropts = RemoteOptions {
         endpoint: cfg.endpoint.clone(),
         region: cfg.region.clone(),
         no_sign: cfg.no_sign_request,
@@ -140,29 +142,87 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
         retry_total: cfg.retry_timeout,
         ..RemoteOptions::default()
     };
-    let remote = Remote::open(url, &ropts).map_err(|e| e.to_string())?;
-    let size = h5mount::io::ByteSource::len(&remote);
-    let opts = OpenOptions {
-        cache_bytes: cfg.cache_size,
-        allow_outside_paths: cfg.allow_external_paths,
-        max_open_files: cfg.max_open_files,
-        root: None,
+    if let Some(name) = &cfg.profile {
+        let p = h5mount::io::aws_profile::load(name).map_err(|e| format!("--profile: {e}"))?;
+        if let (Some(key_id), Some(secret)) = (p.access_key_id, p.secret_access_key) {
+            ropts.credentials = Some(Credentials {
+                key_id,
+                secret,
+                token: p.session_token,
+            });
+        }
+        ropts.region = ropts.region.or(p.region);
+        ropts.endpoint = ropts.endpoint.or(p.endpoint_url);
+    }
+    Ok(ropts)
+}
+
+/// Open a remote object (one HEAD, one GET of its head) and parse its root group, or (for
+/// an `s3://bucket/prefix/`) list the prefix once.
+#[cfg(feature = "remote")]
+fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, String> {
+    use h5mount::io::remote::{is_prefix, RemoteOrigin};
+    let shown = display_url(url);
+    let ropts = remote_options(cfg)?;
+    let (origin, path) = RemoteOrigin::of(url, &ropts).map_err(|e| e.to_string())?;
+    let max_open_files = cfg.max_open_files;
+    let fs_opts = FsOptions {
+        uid: cfg.uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw()),
+        gid: cfg.gid.unwrap_or_else(|| nix::unistd::getegid().as_raw()),
+        file_mtime: SystemTime::now(),
+        file_size: 0,
+        views: cfg.views(),
+        refresh: cfg.refresh,
     };
-    let file = File::from_source(Arc::new(remote), &opts).map_err(|e| format!("{shown}: {e}"))?;
+    if is_prefix(url) {
+        // One LIST now: a missing bucket or refused access is an error before mounting.
+        origin.list(&path).map_err(|e| e.to_string())?;
+        let resolver = Resolver::new(ResolverOptions {
+            root: std::path::PathBuf::from(match path.trim_end_matches('/') {
+                "" => "/",
+                p => p,
+            }),
+            allow_outside_paths: cfg.allow_external_paths,
+            max_open_files,
+            cache_bytes: cfg.cache_size,
+            origin: Some(origin),
+        });
+        return Ok(Prepared {
+            source: Source::Dir(resolver),
+            fs_opts,
+            mount_dev,
+            stamp: Stamp::unknown(),
+        });
+    }
+    let dir = Path::new(&path)
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .to_path_buf();
+    let resolver = Resolver::new(ResolverOptions {
+        root: dir,
+        allow_outside_paths: cfg.allow_external_paths,
+        max_open_files,
+        cache_bytes: cfg.cache_size,
+        origin: Some(origin),
+    });
+    let idx = resolver
+        .register_path(Path::new(&path))
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let file = resolver.get(idx).map_err(|e| match e {
+        h5mount::Error::Io { source, .. } => source.to_string(),
+        e => format!("{shown}: {e}"),
+    })?;
     match file.kind(file.root()) {
         Ok(ObjectKind::Group) => {}
         Ok(k) => return Err(format!("{shown}: root object is a {k:?}, not a group")),
         Err(e) => return Err(format!("{shown}: root group: {e}")),
     }
+    let size = file.storage().source().len();
     Ok(Prepared {
-        source: Source::File(file),
+        source: Source::File(file, Some(resolver)),
         fs_opts: FsOptions {
-            uid: cfg.uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw()),
-            gid: cfg.gid.unwrap_or_else(|| nix::unistd::getegid().as_raw()),
-            file_mtime: SystemTime::now(),
             file_size: size,
-            views: cfg.views(),
-            refresh: None,
+            ..fs_opts
         },
         mount_dev,
         stamp: Stamp::unknown(),
@@ -338,7 +398,7 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
     }
     let mountpoint = cfg.mountpoint.clone();
     let fs = match prepared.source {
-        Source::File(file) => H5Fs::new(file, prepared.fs_opts),
+        Source::File(file, _keep) => H5Fs::new(file, prepared.fs_opts),
         Source::Dir(resolver) => H5Fs::for_directory(resolver, prepared.fs_opts),
     };
     let mopts = MountOptions {

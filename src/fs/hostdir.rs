@@ -294,14 +294,14 @@ impl H5Fs {
         size: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<()> {
-        let f: Arc<std::fs::File> =
+        let f: Arc<dyn crate::io::ByteSource> =
             crate::layout::external::RawOpener::open_raw(&*self.resolver, &self.host_abs(rel))
                 .map_err(|e| FsError::model(&node.path, e))?;
         out.clear();
         out.resize(size as usize, 0);
         let mut done = 0usize;
         while done < out.len() {
-            match f.read_at(&mut out[done..], offset.saturating_add(done as u64)) {
+            match f.read_at(offset.saturating_add(done as u64), &mut out[done..]) {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -336,6 +336,7 @@ mod tests {
             allow_outside_paths: allow,
             max_open_files: max_open,
             cache_bytes: 8 << 20,
+            origin: None,
         });
         let opts = FsOptions {
             uid: 0,

@@ -138,6 +138,9 @@ pub struct Watcher {
     path: PathBuf,
     /// The state being served (`None`: unknown, so the next check refreshes).
     served: Option<Stamp>,
+    /// For a source that tells its state itself (a remote object: its ETag, by a HEAD), the
+    /// identity being served.
+    served_id: Option<String>,
 }
 
 impl Watcher {
@@ -146,6 +149,7 @@ impl Watcher {
         Watcher {
             path: path.to_path_buf(),
             served,
+            served_id: None,
         }
     }
 
@@ -159,6 +163,25 @@ impl Watcher {
             } else {
                 Outcome::Refreshed(inv)
             };
+        }
+        if let Some(source) = fs.main_file().map(|f| f.storage().source().clone()) {
+            if let Some(now) = source.current_identity() {
+                let now = match now {
+                    Ok(n) => n,
+                    Err(e) => return Outcome::Kept(e.to_string()),
+                };
+                let served = self.served_id.get_or_insert_with(|| source.identity());
+                if *served == now {
+                    return Outcome::Unchanged;
+                }
+                return match fs.refresh() {
+                    Ok(inv) => {
+                        self.served_id = Some(now);
+                        Outcome::Refreshed(inv)
+                    }
+                    Err(why) => Outcome::Kept(why),
+                };
+            }
         }
         let now = match Stamp::of(&self.path) {
             Ok(s) => s,
@@ -346,6 +369,10 @@ impl H5Fs {
     /// one's objects, listings and attributes are dropped). Returns what the kernel must
     /// forget (nothing when nothing changed).
     pub fn refresh_dir(&self) -> Vec<Invalidation> {
+        if self.resolver.origin().is_some() {
+            // A prefix of a bucket: its listings stay as first read (no LIST per period).
+            return Vec::new();
+        }
         let stamps: Vec<(u64, Stamp)> = self
             .host_stamps
             .lock()

@@ -54,7 +54,7 @@ use object_store::path::Path as StorePath;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use super::pages::{Class, PageCache, PAGE};
-use super::source::{ByteSource, RequestCounts};
+use super::source::{ByteSource, Opener, RequestCounts};
 
 /// Bytes the first GET of an object takes.
 pub const FIRST_GET: u64 = 1 << 20;
@@ -820,92 +820,133 @@ pub struct Listing {
     pub objects: Vec<Listed>,
 }
 
-/// A prefix of a bucket (`s3://bucket/`, `s3://bucket/some/prefix/`), listed with
-/// ListObjectsV2 and a `/` delimiter (one request per 1,000 keys).
-pub struct RemotePrefix {
+/// The objects of one HTTP(S) server (`https://host`) or one bucket (`s3://bucket`): the
+/// [`Opener`] of a remote mount. Paths are the part of a URL after the host or bucket
+/// (`/dir/file.h5`). One client (and its connection pool) serves every object. Objects a
+/// listing described are opened without a request (their size and ETag are known).
+pub struct RemoteOrigin {
     store: Arc<dyn ObjectStore>,
-    /// `s3://bucket/`
-    bucket_url: String,
-    /// The mounted prefix inside the bucket, without leading or trailing `/` ("" = all).
+    /// `https://host` or `s3://bucket` (no trailing `/`).
     base: String,
     opts: RemoteOptions,
-    lists: AtomicU64,
+    listed: Mutex<std::collections::HashMap<String, Listed>>,
 }
 
-impl std::fmt::Debug for RemotePrefix {
+impl std::fmt::Debug for RemoteOrigin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemotePrefix")
-            .field("bucket", &self.bucket_url)
+        f.debug_struct("RemoteOrigin")
             .field("base", &self.base)
             .finish()
     }
 }
 
-impl RemotePrefix {
-    /// The prefix `url` (`s3://bucket/prefix/`). Sends no request.
-    pub fn new(url: &str, opts: &RemoteOptions) -> std::io::Result<RemotePrefix> {
-        let rest = url
-            .strip_prefix("s3://")
-            .ok_or_else(|| bad_url(url, "only s3:// prefixes can be listed"))?;
-        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-        let (store, _) = store_for(&format!("s3://{bucket}/"), opts)?;
-        Ok(RemotePrefix {
-            store,
-            bucket_url: format!("s3://{bucket}/"),
-            base: key.trim_matches('/').to_string(),
-            opts: opts.clone(),
-            lists: AtomicU64::new(0),
-        })
-    }
-
-    /// The URL of `rel` (a `/`-separated path below the mounted prefix).
-    pub fn url_of(&self, rel: &str) -> String {
-        let key = self.key_of(rel);
-        format!("{}{key}", self.bucket_url)
-    }
-
-    /// The URL of the mounted prefix (with its trailing `/`).
-    pub fn url(&self) -> String {
-        if self.base.is_empty() {
-            self.bucket_url.clone()
-        } else {
-            format!("{}{}/", self.bucket_url, self.base)
+impl RemoteOrigin {
+    /// The origin of `url` and the path of `url` in it (`/` for a whole bucket). Sends no
+    /// request.
+    pub fn of(url: &str, opts: &RemoteOptions) -> std::io::Result<(Arc<RemoteOrigin>, String)> {
+        let scheme_end = url
+            .find("://")
+            .map(|i| i + 3)
+            .ok_or_else(|| bad_url(url, "not a URL"))?;
+        let host_end = url[scheme_end..]
+            .find('/')
+            .map_or(url.len(), |i| i + scheme_end);
+        let (base, path) = url.split_at(host_end);
+        if base.len() == scheme_end {
+            return Err(bad_url(url, "no host or bucket in the URL"));
         }
-    }
-
-    fn key_of(&self, rel: &str) -> String {
-        let rel = rel.trim_matches('/');
-        match (self.base.is_empty(), rel.is_empty()) {
-            (true, _) => rel.to_string(),
-            (false, true) => self.base.clone(),
-            (false, false) => format!("{}/{rel}", self.base),
+        if !url.starts_with("s3://") && path.is_empty() {
+            return Err(bad_url(url, "no path in the URL"));
         }
+        let (store, _) = store_for(&format!("{base}/"), opts)?;
+        let path = if path.is_empty() { "/" } else { path };
+        Ok((
+            Arc::new(RemoteOrigin {
+                store,
+                base: base.to_string(),
+                opts: opts.clone(),
+                listed: Mutex::new(Default::default()),
+            }),
+            path.to_string(),
+        ))
     }
 
-    /// LIST requests sent so far (each page of 1,000 keys is one).
-    pub fn lists(&self) -> u64 {
-        self.lists.load(Ordering::Relaxed)
+    /// `https://host` or `s3://bucket`.
+    pub fn base(&self) -> &str {
+        &self.base
     }
 
-    /// What the directory `rel` below the mounted prefix holds.
-    pub fn list(&self, rel: &str) -> std::io::Result<Listing> {
-        let key = self.key_of(rel);
-        let url = if key.is_empty() {
-            self.bucket_url.clone()
-        } else {
-            format!("{}{key}/", self.bucket_url)
-        };
-        let prefix = (!key.is_empty()).then(|| StorePath::from(key.as_str()));
-        let before = NET.lists.load(Ordering::Relaxed);
-        let got = runtime()?.block_on(self.store.list_with_delimiter(prefix.as_ref()));
-        self.lists.fetch_add(
-            NET.lists
-                .load(Ordering::Relaxed)
-                .saturating_sub(before)
-                .max(1),
-            Ordering::Relaxed,
+    fn key(path: &str) -> StorePath {
+        StorePath::from(path.trim_start_matches('/'))
+    }
+
+    /// The object at `path`, opened with one HEAD (none if a listing described it).
+    pub fn object(&self, path: &str) -> std::io::Result<Remote> {
+        let url = self.url(path);
+        let known = self
+            .listed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+            .cloned();
+        if let Some(l) = known {
+            return Ok(Remote::with_meta(
+                self.store.clone(),
+                Self::key(path),
+                &url,
+                l.size,
+                l.etag,
+                &self.opts,
+            ));
+        }
+        let key = Self::key(path);
+        let meta = runtime()?
+            .block_on(self.store.head(&key))
+            .map_err(|e| classify(&url, "HEAD", e))?;
+        let r = Remote::with_meta(
+            self.store.clone(),
+            key,
+            &url,
+            meta.size,
+            meta.e_tag,
+            &self.opts,
         );
-        let got = got.map_err(|e| classify(&url, "LIST", e))?;
+        r.inner.count(|s| &s.heads, 1);
+        Ok(r)
+    }
+
+    /// Forget what listings said of `path` (it changed): the next open asks the server.
+    pub fn forget(&self, path: &str) {
+        self.listed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(path);
+    }
+
+    /// What the directory `path` of a bucket holds: ListObjectsV2 with a `/` delimiter (one
+    /// request per 1,000 keys). The objects' sizes and ETags are remembered, so opening
+    /// one sends no HEAD.
+    pub fn list(&self, path: &str) -> std::io::Result<Listing> {
+        if !self.base.starts_with("s3://") {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                format!("{}: only s3:// prefixes can be listed", self.url(path)),
+            ));
+        }
+        let dir = path.trim_matches('/');
+        let url = format!(
+            "{}/{}",
+            self.base,
+            if dir.is_empty() {
+                String::new()
+            } else {
+                format!("{dir}/")
+            }
+        );
+        let prefix = (!dir.is_empty()).then(|| StorePath::from(dir));
+        let got = runtime()?
+            .block_on(self.store.list_with_delimiter(prefix.as_ref()))
+            .map_err(|e| classify(&url, "LIST", e))?;
         let last = |p: &StorePath| p.filename().map(str::to_string);
         let mut out = Listing {
             dirs: got.common_prefixes.iter().filter_map(last).collect(),
@@ -924,24 +965,26 @@ impl RemotePrefix {
         };
         out.dirs.sort();
         out.objects.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut known = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        for o in &out.objects {
+            let p = if dir.is_empty() {
+                format!("/{}", o.name)
+            } else {
+                format!("/{dir}/{}", o.name)
+            };
+            known.insert(p, o.clone());
+        }
         Ok(out)
     }
+}
 
-    /// The object `rel`, whose size and ETag a listing gave: no request is sent.
-    pub fn object(&self, rel: &str, listed: &Listed) -> Remote {
-        Remote::with_meta(
-            self.store.clone(),
-            StorePath::from(self.key_of(rel).as_str()),
-            &self.url_of(rel),
-            listed.size,
-            listed.etag.clone(),
-            &self.opts,
-        )
+impl Opener for RemoteOrigin {
+    fn open(&self, path: &str) -> std::io::Result<Arc<dyn ByteSource>> {
+        Ok(Arc::new(self.object(path)?))
     }
 
-    /// The object `rel` (`/`-separated, below the mounted prefix), opened with one HEAD.
-    pub fn open(&self, rel: &str) -> std::io::Result<Remote> {
-        Remote::open(&self.url_of(rel), &self.opts)
+    fn url(&self, path: &str) -> String {
+        format!("{}/{}", self.base, path.trim_start_matches('/'))
     }
 }
 
@@ -963,15 +1006,16 @@ mod tests {
         assert!(store_for("http://host", &o).is_err());
         let (_, p) = store_for("http://127.0.0.1:1/a/b.h5", &o).unwrap();
         assert_eq!(p.as_ref(), "a/b.h5");
-        let pre = RemotePrefix::new("s3://b/x/y/", &o).unwrap();
-        assert_eq!(pre.url(), "s3://b/x/y/");
-        assert_eq!(pre.url_of("d/f.h5"), "s3://b/x/y/d/f.h5");
-        assert_eq!(pre.key_of(""), "x/y");
-        let all = RemotePrefix::new("s3://b", &o).unwrap();
-        assert_eq!(
-            (all.url(), all.url_of("f.h5")),
-            ("s3://b/".to_string(), "s3://b/f.h5".to_string())
-        );
+        use crate::io::Opener;
+        let (o, p) = RemoteOrigin::of("s3://b/x/y/", &o).unwrap();
+        assert_eq!((o.base(), p.as_str()), ("s3://b", "/x/y/"));
+        assert_eq!(o.url("/x/y/f.h5"), "s3://b/x/y/f.h5");
+        let (o2, p2) = RemoteOrigin::of("s3://b", &RemoteOptions::default()).unwrap();
+        assert_eq!((o2.base(), p2.as_str()), ("s3://b", "/"));
+        let (h, hp) = RemoteOrigin::of("https://host:8/a/b.h5", &RemoteOptions::default()).unwrap();
+        assert_eq!((h.base(), hp.as_str()), ("https://host:8", "/a/b.h5"));
+        assert!(RemoteOrigin::of("https://host", &RemoteOptions::default()).is_err());
+        assert!(h.list("/a").is_err(), "HTTP has no listing");
     }
 
     #[test]

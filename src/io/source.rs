@@ -78,6 +78,18 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// Where the files of a mount come from when they are not local files: the objects of one
+/// server or bucket, named by `/`-separated paths (`/dir/file.h5`), each opened as a byte
+/// source. The resolver (`model::resolver`) resolves names against these paths exactly as
+/// against a directory tree, and opens through this.
+pub trait Opener: Send + Sync + std::fmt::Debug {
+    /// The object at `path` (absolute, folded).
+    fn open(&self, path: &str) -> std::io::Result<Arc<dyn ByteSource>>;
+
+    /// The URL of `path`, for messages.
+    fn url(&self, path: &str) -> String;
+}
+
 /// What a remote source has asked its server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RequestCounts {

@@ -11,12 +11,11 @@
 //! (`model::resolver`), which applies the mount's path policy and keeps every descriptor in
 //! its one bounded set of open files.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::io::ByteSource;
 
 use super::ExternalSegment;
 
@@ -29,7 +28,7 @@ pub trait RawOpener: Send + Sync + std::fmt::Debug {
 
     /// An open descriptor of `path` (a path [`RawOpener::check`] returned), kept as long as
     /// the caller holds it.
-    fn open_raw(&self, path: &Path) -> Result<Arc<File>>;
+    fn open_raw(&self, path: &Path) -> Result<Arc<dyn ByteSource>>;
 }
 
 /// A [`RawOpener`] with no policy and no reuse: every read opens the file (tests).
@@ -41,9 +40,9 @@ impl RawOpener for PlainOpener {
         Ok(dir.join(name))
     }
 
-    fn open_raw(&self, path: &Path) -> Result<Arc<File>> {
-        crate::io::storage::open_data_file(path)
-            .map(Arc::new)
+    fn open_raw(&self, path: &Path) -> Result<Arc<dyn ByteSource>> {
+        crate::io::LocalFile::open(path)
+            .map(|f| Arc::new(f) as Arc<dyn ByteSource>)
             .map_err(|e| Error::Io {
                 what: "external data file",
                 addr: 0,
@@ -115,18 +114,18 @@ impl External {
                 Error::corrupt("external data file", seg.offset, "segment offset overflows")
             })?;
             let file = self.opener.open_raw(&seg.path)?;
-            read_or_zero(&file, &seg.path, pos, dst)?;
+            read_or_zero(&*file, &seg.path, pos, dst)?;
         }
         Ok(())
     }
 }
 
 /// Read `dst.len()` bytes at `pos`; whatever lies past the end of the file reads as zeros.
-fn read_or_zero(file: &File, path: &Path, pos: u64, dst: &mut [u8]) -> Result<()> {
+fn read_or_zero(file: &dyn ByteSource, path: &Path, pos: u64, dst: &mut [u8]) -> Result<()> {
     let mut done = 0usize;
     while done < dst.len() {
         let at = pos.saturating_add(done as u64);
-        match file.read_at(&mut dst[done..], at) {
+        match file.read_at(at, &mut dst[done..]) {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

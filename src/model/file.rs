@@ -153,6 +153,25 @@ impl File {
         File::open_with(path, Back::Member(resolver), idx, cache, cache_file)
     }
 
+    /// Open `source` (found at `path` of the resolver's origin) as file `idx` of `resolver`.
+    pub(super) fn open_source_member(
+        source: Arc<dyn crate::io::ByteSource>,
+        path: &Path,
+        resolver: Weak<Resolver>,
+        idx: FileIdx,
+        cache: Arc<ChunkCache>,
+        cache_file: u64,
+    ) -> Result<Arc<File>> {
+        File::open_storage(
+            Storage::from_source(source),
+            path,
+            Back::Member(resolver),
+            idx,
+            cache,
+            cache_file,
+        )
+    }
+
     fn open_with(
         path: &Path,
         back: Back,

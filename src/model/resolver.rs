@@ -43,6 +43,7 @@ use lru::LruCache;
 use super::file::{File, OpenOptions};
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::io::{ByteSource, Opener};
 use crate::layout::external::RawOpener;
 
 /// Index of a file known to a resolver.
@@ -66,6 +67,10 @@ pub struct ResolverOptions {
     pub max_open_files: usize,
     /// Bytes of the one chunk cache every file decodes into.
     pub cache_bytes: u64,
+    /// Where the files come from when they are not local files (a remote mount): paths
+    /// are then the origin's object paths, resolved the same way but without symlinks,
+    /// and a name that is an absolute path (a local file of whoever wrote it) is refused.
+    pub origin: Option<Arc<dyn Opener>>,
 }
 
 /// Counters of a resolver, for statistics and tests.
@@ -123,7 +128,7 @@ enum Kind {
 #[derive(Clone)]
 enum Handle {
     Hdf5(Arc<File>),
-    Raw(Arc<std::fs::File>),
+    Raw(Arc<dyn ByteSource>),
 }
 
 /// One known file.
@@ -147,7 +152,7 @@ struct Slot {
 
 enum WeakHandle {
     Hdf5(Weak<File>),
-    Raw(Weak<std::fs::File>),
+    Raw(Weak<dyn ByteSource>),
 }
 
 impl WeakHandle {
@@ -188,6 +193,7 @@ pub struct Resolver {
     state: Mutex<State>,
     opens: AtomicU64,
     evictions: AtomicU64,
+    origin: Option<Arc<dyn Opener>>,
     /// Itself, handed to the files it opens (they hold it weakly: the resolver owns them).
     me: Weak<Resolver>,
 }
@@ -214,7 +220,10 @@ impl Resolver {
 
     fn build(opts: ResolverOptions, cache: Arc<ChunkCache>, isolated: bool) -> Arc<Resolver> {
         let root = absolute(&opts.root);
-        let root_canon = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone());
+        let root_canon = match opts.origin {
+            Some(_) => root.clone(),
+            None => std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone()),
+        };
         let max_open = opts.max_open_files.max(MIN_OPEN_FILES);
         Arc::new_cyclic(|me| Resolver {
             isolated,
@@ -232,6 +241,7 @@ impl Resolver {
             }),
             opens: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            origin: opts.origin,
             me: me.clone(),
         })
     }
@@ -244,6 +254,7 @@ impl Resolver {
             allow_outside_paths: false,
             max_open_files: MIN_OPEN_FILES,
             cache_bytes,
+            origin: None,
         };
         Resolver::build(opts, Arc::new(ChunkCache::new(cache_bytes)), true)
     }
@@ -315,6 +326,9 @@ impl Resolver {
                 format!("{name:?}: the file was not opened from a directory, so no other file is followed"),
             ));
         }
+        if let Some(origin) = &self.origin {
+            return self.locate_remote(origin.as_ref(), dir, name, what);
+        }
         let path = absolute(&dir.join(name));
         let refuse = |resolved: &Path| {
             Error::unsupported(
@@ -353,11 +367,57 @@ impl Resolver {
         Ok(Located { path, canonical })
     }
 
+    /// [`Resolver::locate`] among the objects of `origin`: relative names against `dir`;
+    /// the URL of an object of the same origin as its path; anything else refused.
+    fn locate_remote(
+        &self,
+        origin: &dyn Opener,
+        dir: &Path,
+        name: &str,
+        what: &'static str,
+    ) -> Result<Located> {
+        let base = origin.url("/");
+        let rel = if let Some(p) = name.strip_prefix(base.as_str()) {
+            format!("/{p}")
+        } else if name.contains("://") {
+            return Err(Error::unsupported(
+                what,
+                format!("{name:?} is on another server or bucket than {base}"),
+            ));
+        } else if name.starts_with('/') {
+            return Err(Error::unsupported(
+                what,
+                format!("{name:?} is a local path, and the file is remote ({base})"),
+            ));
+        } else {
+            name.to_string()
+        };
+        let path = fold(&dir.join(rel));
+        if !self.allow_outside && !self.inside(&path) {
+            return Err(Error::unsupported(
+                what,
+                format!(
+                    "{name:?} resolves to {}, outside the mounted {} \
+                     (mount option allow_external_paths follows it)",
+                    origin.url(&path.to_string_lossy()),
+                    origin.url(&self.root.to_string_lossy()),
+                ),
+            ));
+        }
+        Ok(Located {
+            canonical: path.clone(),
+            path,
+        })
+    }
+
     /// The index of the file at `loc`, known from now on (nothing is opened).
     fn register(&self, kind: Kind, loc: &Located) -> FileIdx {
-        let ident = std::fs::metadata(&loc.canonical)
-            .ok()
-            .map(|m| (kind, m.dev(), m.ino()));
+        let ident = match self.origin {
+            Some(_) => None,
+            None => std::fs::metadata(&loc.canonical)
+                .ok()
+                .map(|m| (kind, m.dev(), m.ino())),
+        };
         let mut st = self.lock();
         if let Some(&idx) = st.by_path.get(&(kind, loc.canonical.clone())) {
             return idx;
@@ -398,6 +458,15 @@ impl Resolver {
     /// The index of the HDF5 file at `path`, checked against the policy as a name found in
     /// nothing (relative paths against the current directory), without opening it.
     pub fn register_path(&self, path: &Path) -> Result<FileIdx> {
+        if self.origin.is_some() {
+            // An object of the origin, named by the user or a listing: no policy to apply.
+            let path = fold(&Path::new("/").join(path));
+            let loc = Located {
+                canonical: path.clone(),
+                path,
+            };
+            return Ok(self.register(Kind::Hdf5, &loc));
+        }
         let loc = self.locate(Path::new("/"), &path.to_string_lossy(), "file")?;
         Ok(self.register(Kind::Hdf5, &loc))
     }
@@ -542,14 +611,18 @@ impl Resolver {
             Kind::Hdf5 => self
                 .open_file(idx, &slot.path, slot.cache_file.load(Ordering::Acquire))
                 .map(Handle::Hdf5),
-            Kind::Raw => crate::io::storage::open_data_file(&slot.path)
-                .map(|f| Handle::Raw(Arc::new(f)))
-                .map_err(|e| Error::Io {
-                    what: "external data file",
-                    addr: 0,
-                    len: 0,
-                    source: std::io::Error::new(e.kind(), format!("{}: {e}", slot.path.display())),
-                }),
+            Kind::Raw => match &self.origin {
+                Some(origin) => origin.open(&slot.path.to_string_lossy()),
+                None => crate::io::LocalFile::open(&slot.path)
+                    .map(|f| Arc::new(f) as Arc<dyn ByteSource>),
+            }
+            .map(Handle::Raw)
+            .map_err(|e| Error::Io {
+                what: "external data file",
+                addr: 0,
+                len: 0,
+                source: std::io::Error::new(e.kind(), format!("{}: {e}", slot.path.display())),
+            }),
         };
         let h = match opened {
             Ok(h) => h,
@@ -572,7 +645,29 @@ impl Resolver {
     }
 
     fn open_file(&self, idx: FileIdx, path: &Path, cache_file: u64) -> Result<Arc<File>> {
+        if let Some(origin) = &self.origin {
+            let p = path.to_string_lossy();
+            let source = origin.open(&p).map_err(|e| Error::Io {
+                what: "HDF5 file",
+                addr: 0,
+                len: 0,
+                source: e,
+            })?;
+            return File::open_source_member(
+                source,
+                path,
+                self.me.clone(),
+                idx,
+                self.cache.clone(),
+                cache_file,
+            );
+        }
         File::open_member(path, self.me.clone(), idx, self.cache.clone(), cache_file)
+    }
+
+    /// The origin of a remote mount's files.
+    pub fn origin(&self) -> Option<&Arc<dyn Opener>> {
+        self.origin.as_ref()
     }
 
     /// The HDF5 file `idx`, opened (again) if it is not open.
@@ -608,7 +703,7 @@ impl RawOpener for Resolver {
         }
     }
 
-    fn open_raw(&self, path: &Path) -> Result<Arc<std::fs::File>> {
+    fn open_raw(&self, path: &Path) -> Result<Arc<dyn ByteSource>> {
         let known = self
             .lock()
             .by_path
@@ -616,6 +711,15 @@ impl RawOpener for Resolver {
             .copied();
         let idx = match known {
             Some(idx) => idx,
+            None if self.origin.is_some() => {
+                // A path `check` (or a listing) gave: an object of the origin.
+                let path = fold(&Path::new("/").join(path));
+                let loc = Located {
+                    canonical: path.clone(),
+                    path,
+                };
+                self.register(Kind::Raw, &loc)
+            }
             None => {
                 let loc = self.locate(
                     Path::new("/"),
@@ -643,12 +747,81 @@ pub(super) fn standalone(path: &Path, options: &OpenOptions) -> ResolverOptions 
         allow_outside_paths: options.allow_outside_paths,
         max_open_files: options.max_open_files,
         cache_bytes: options.cache_bytes,
+        origin: None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The objects of a pretend server, from memory.
+    #[derive(Debug)]
+    struct MemOrigin(HashMap<String, Arc<[u8]>>);
+
+    impl Opener for MemOrigin {
+        fn open(&self, path: &str) -> std::io::Result<Arc<dyn ByteSource>> {
+            let b = self.0.get(path).ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{path}: no such object"),
+                )
+            })?;
+            Ok(Arc::new(crate::io::Memory::new(b.clone(), path)))
+        }
+
+        fn url(&self, path: &str) -> String {
+            format!("s3://bucket/{}", path.trim_start_matches('/'))
+        }
+    }
+
+    #[test]
+    fn remote_names_stay_in_the_origin_and_the_mounted_prefix() {
+        let sample: Arc<[u8]> =
+            std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample.h5"))
+                .unwrap()
+                .into();
+        let origin = MemOrigin(HashMap::from([("/d/f.h5".to_string(), sample.clone())]));
+        let make = |allow| {
+            Resolver::new(ResolverOptions {
+                root: PathBuf::from("/d"),
+                allow_outside_paths: allow,
+                max_open_files: 4,
+                cache_bytes: 1 << 20,
+                origin: Some(Arc::new(MemOrigin(origin.0.clone()))),
+            })
+        };
+        let r = make(false);
+        let dir = Path::new("/d");
+        let at = |r: &Resolver, name: &str| r.locate(dir, name, "external link").map(|l| l.path);
+        assert_eq!(at(&r, "x.h5").unwrap(), Path::new("/d/x.h5"));
+        assert_eq!(at(&r, "./sub/../y.h5").unwrap(), Path::new("/d/y.h5"));
+        assert_eq!(at(&r, "s3://bucket/d/z.h5").unwrap(), Path::new("/d/z.h5"));
+        for refused in [
+            "../e/x.h5",
+            "/d/x.h5",
+            "/etc/passwd",
+            "s3://other/d/x.h5",
+            "s3://bucket/e/x.h5",
+        ] {
+            let e = at(&r, refused).unwrap_err();
+            assert!(matches!(e, Error::Unsupported { .. }), "{refused}: {e}");
+        }
+        let open = make(true);
+        assert_eq!(at(&open, "../e/x.h5").unwrap(), Path::new("/e/x.h5"));
+        assert!(
+            at(&open, "/e/x.h5").is_err(),
+            "a local path, even when allowed"
+        );
+        // Files open through the origin; a missing one fails its own use only.
+        let idx = r.register_path(Path::new("/d/f.h5")).unwrap();
+        let f = r.get(idx).unwrap();
+        assert!(!f.links(f.root()).unwrap().is_empty());
+        let gone = r.register_path(Path::new("/d/gone.h5")).unwrap();
+        assert!(r.get(gone).is_err());
+        let raw = r.open_raw(Path::new("/d/f.h5")).unwrap();
+        assert_eq!(raw.len(), sample.len() as u64);
+    }
 
     #[test]
     fn fold_removes_dots() {
@@ -663,6 +836,7 @@ mod tests {
             allow_outside_paths: allow,
             max_open_files: max,
             cache_bytes: 1 << 20,
+            origin: None,
         })
     }
 
@@ -769,7 +943,7 @@ mod tests {
             for k in 0..10 {
                 let f = r.open_raw(&top.path().join(format!("f{k}"))).unwrap();
                 let mut b = [0u8; 1];
-                std::os::unix::fs::FileExt::read_at(&*f, &mut b, 0).unwrap();
+                f.read_at(0, &mut b).unwrap();
                 assert_eq!(b[0], k as u8, "round {round}");
                 drop(f);
                 assert!(r.stats().open <= 3);
