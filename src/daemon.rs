@@ -176,7 +176,7 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
     };
     if is_prefix(url) {
         // One LIST now: a missing bucket or refused access is an error before mounting.
-        origin.list(&path).map_err(|e| e.to_string())?;
+        h5mount::io::Opener::list(&*origin, &path).map_err(|e| e.to_string())?;
         let resolver = Resolver::new(ResolverOptions {
             root: std::path::PathBuf::from(match path.trim_end_matches('/') {
                 "" => "/",

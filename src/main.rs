@@ -12,12 +12,26 @@ use std::path::Path;
 
 use cli::Command;
 
+/// `h5mount inspect`: a local file, or a remote object (options from the AWS environment).
+fn inspect(file: &Path, start: Option<&str>, out: &mut dyn Write) -> h5mount::Result<()> {
+    #[cfg(feature = "remote")]
+    if let Some(url) = file.to_str().filter(|u| h5mount::io::remote::is_remote(u)) {
+        let opts = h5mount::model::OpenOptions {
+            cache_bytes: 16 << 20,
+            ..Default::default()
+        };
+        let f = h5mount::model::File::open_url(url, &opts, &Default::default())?;
+        return h5mount::inspect::inspect_file(&f, start, out);
+    }
+    h5mount::inspect::inspect(file, start, out)
+}
+
 fn main() {
     let code = match cli::parse() {
         Command::Inspect { file, path } => {
             init_logging(0, None);
             let mut out = std::io::stdout().lock();
-            let res = h5mount::inspect::inspect(&file, path.as_deref(), &mut out);
+            let res = inspect(&file, path.as_deref(), &mut out);
             let _ = out.flush();
             match res {
                 Ok(()) => 0,

@@ -23,6 +23,14 @@
 //! and external links and virtual-dataset sources between the files reach the same files
 //! (one resolver, one index per file) and so the same inodes as browsing does.
 //!
+//! A prefix of a bucket (`s3://bucket/prefix/`) is served the same way through the
+//! resolver's origin: sub-prefixes are directories and objects are listed with
+//! ListObjectsV2 (one request per 1,000 keys, each directory listed once for the life of
+//! the mount); objects named like HDF5 files ([`HDF5_EXTENSIONS`]) are the directories of
+//! their trees, opened at first use without a HEAD (the listing gave their size and ETag);
+//! one that is not HDF5 after all fails its own directory with `EIO`. Other objects pass
+//! through. Sizes and times come from the listing.
+//!
 //! With `--refresh`, each directory whose listing was built, and each file whose attributes
 //! were asked, is checked every period: entries added or removed appear and disappear, and a
 //! changed HDF5 file is closed and read afresh at its next use ([`H5Fs::refresh_dir`]).
@@ -37,6 +45,18 @@ use super::dir::{self, DirEntry, Listing};
 use super::refresh::Stamp;
 use super::{FsError, FsResult, H5Fs, Mounted, Node, NodeKind};
 use crate::model::FileIdx;
+
+/// Names of objects a prefix mount serves as HDF5 files (reading each object's signature
+/// would cost a request per object).
+pub const HDF5_EXTENSIONS: [&str; 6] = [".h5", ".hdf5", ".he5", ".nc", ".nc4", ".nxs"];
+
+/// Whether `name` ends in one of [`HDF5_EXTENSIONS`] (any case).
+pub fn has_hdf5_extension(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    HDF5_EXTENSIONS
+        .iter()
+        .any(|e| lower.ends_with(e) && lower.len() > e.len())
+}
 
 /// The HDF5 format signature.
 pub const SIGNATURE: [u8; 8] = *b"\x89HDF\r\n\x1a\n";
@@ -121,6 +141,30 @@ impl H5Fs {
     /// file is parsed).
     pub(super) fn host_attr(&self, node: &Node) -> FsResult<Attr> {
         let rel = node.host_path().ok_or(FsError::Errno(libc::EINVAL))?;
+        if let Some(origin) = self.resolver.origin() {
+            // A prefix of a bucket: what its listing said.
+            let (kind, size, mtime) = match node.kind {
+                NodeKind::HostDir { .. } => (FileKind::Directory, 0, self.opts.file_mtime),
+                _ => {
+                    let e = origin
+                        .listed(&self.host_abs(rel).to_string_lossy())
+                        .ok_or(FsError::Errno(libc::ENOENT))?;
+                    let t = SystemTime::UNIX_EPOCH
+                        + std::time::Duration::from_secs(e.modified.max(0) as u64);
+                    match node.kind {
+                        NodeKind::HostFile { .. } => (FileKind::RegularFile, e.size, t),
+                        _ => (FileKind::Directory, 0, t),
+                    }
+                }
+            };
+            return Ok(Attr::new(
+                node.ino,
+                kind,
+                size,
+                (self.opts.uid, self.opts.gid),
+                mtime,
+            ));
+        }
         let meta = std::fs::metadata(self.host_abs(rel)).map_err(|e| {
             FsError::Errno(match e.kind() {
                 std::io::ErrorKind::NotFound => libc::ENOENT,
@@ -151,6 +195,9 @@ impl H5Fs {
 
     /// The listing of the host directory `rel` (node `node`).
     pub(super) fn host_listing(&self, node: &Node, rel: &Path) -> FsResult<Listing> {
+        if self.resolver.origin().is_some() {
+            return self.origin_listing(node, rel);
+        }
         let abs = self.host_abs(rel);
         let meta = std::fs::metadata(&abs).map_err(|_| FsError::Errno(libc::ENOENT))?;
         let read = std::fs::read_dir(&abs).map_err(|e| {
@@ -198,6 +245,64 @@ impl H5Fs {
             if let Some(e) = entry {
                 entries.push(e);
             }
+        }
+        Ok(Listing::new(entries))
+    }
+
+    /// The listing of the directory `rel` of a mounted prefix of a bucket: sub-prefixes are
+    /// directories, objects whose names end in an HDF5 extension ([`HDF5_EXTENSIONS`]) are
+    /// the directories of their trees (opened at first use), other objects pass through.
+    fn origin_listing(&self, node: &Node, rel: &Path) -> FsResult<Listing> {
+        let origin = self.resolver.origin().ok_or(FsError::Errno(libc::EIO))?;
+        let abs = self.host_abs(rel);
+        let listed = origin.list(&abs.to_string_lossy()).map_err(|e| {
+            self.log_once(&node.path, || {
+                format!("list {}: {e}", origin.url(&abs.to_string_lossy()))
+            });
+            FsError::Errno(libc::EIO)
+        })?;
+        let mut entries = vec![
+            DirEntry {
+                ino: node.ino,
+                kind: FileKind::Directory,
+                name: ".".into(),
+            },
+            DirEntry {
+                ino: node.parent,
+                kind: FileKind::Directory,
+                name: "..".into(),
+            },
+        ];
+        for e in listed {
+            let child_path = super::inode::join_path(&node.path, &e.name);
+            if let Some(why) = dir::bad_name(&e.name) {
+                self.leave_out(&child_path, || why.into());
+                continue;
+            }
+            let child_rel = rel.join(&e.name);
+            let (kind, file) = if e.dir {
+                (NodeKind::HostDir { rel: child_rel }, FileIdx::MAX)
+            } else if has_hdf5_extension(&e.name) {
+                match self.resolver.register_path(&self.host_abs(&child_rel)) {
+                    Ok(idx) => (NodeKind::FileRoot { rel: child_rel }, idx),
+                    Err(err) => {
+                        self.leave_out(&child_path, || err.to_string());
+                        continue;
+                    }
+                }
+            } else {
+                (NodeKind::HostFile { rel: child_rel }, FileIdx::MAX)
+            };
+            let shown = match kind {
+                NodeKind::HostFile { .. } => FileKind::RegularFile,
+                _ => FileKind::Directory,
+            };
+            let child = self.inodes.host(node, &e.name, kind, file);
+            entries.push(DirEntry {
+                ino: child.ino,
+                kind: shown,
+                name: e.name,
+            });
         }
         Ok(Listing::new(entries))
     }

@@ -54,7 +54,7 @@ use object_store::path::Path as StorePath;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use super::pages::{Class, PageCache, PAGE};
-use super::source::{ByteSource, Opener, RequestCounts};
+use super::source::{ByteSource, Opener, OriginEntry, RequestCounts};
 
 /// Bytes the first GET of an object takes.
 pub const FIRST_GET: u64 = 1 << 20;
@@ -830,6 +830,8 @@ pub struct RemoteOrigin {
     base: String,
     opts: RemoteOptions,
     listed: Mutex<std::collections::HashMap<String, Listed>>,
+    /// Listings by directory (kept for the life of the mount: one LIST per directory).
+    dirs: Mutex<std::collections::HashMap<String, Arc<Listing>>>,
 }
 
 impl std::fmt::Debug for RemoteOrigin {
@@ -866,6 +868,7 @@ impl RemoteOrigin {
                 base: base.to_string(),
                 opts: opts.clone(),
                 listed: Mutex::new(Default::default()),
+                dirs: Mutex::new(Default::default()),
             }),
             path.to_string(),
         ))
@@ -926,7 +929,7 @@ impl RemoteOrigin {
     /// What the directory `path` of a bucket holds: ListObjectsV2 with a `/` delimiter (one
     /// request per 1,000 keys). The objects' sizes and ETags are remembered, so opening
     /// one sends no HEAD.
-    pub fn list(&self, path: &str) -> std::io::Result<Listing> {
+    pub fn list_now(&self, path: &str) -> std::io::Result<Listing> {
         if !self.base.starts_with("s3://") {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
@@ -986,6 +989,60 @@ impl Opener for RemoteOrigin {
     fn url(&self, path: &str) -> String {
         format!("{}/{}", self.base, path.trim_start_matches('/'))
     }
+
+    fn list(&self, path: &str) -> std::io::Result<Vec<OriginEntry>> {
+        let key = path.trim_matches('/').to_string();
+        let cached = self
+            .dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        let listing = match cached {
+            Some(l) => l,
+            None => {
+                let l = Arc::new(self.list_now(path)?);
+                self.dirs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, l.clone());
+                l
+            }
+        };
+        let mut out: Vec<OriginEntry> = listing
+            .dirs
+            .iter()
+            .map(|d| OriginEntry {
+                name: d.clone(),
+                dir: true,
+                size: 0,
+                modified: 0,
+            })
+            .chain(listing.objects.iter().map(|o| OriginEntry {
+                name: o.name.clone(),
+                dir: false,
+                size: o.size,
+                modified: o.modified,
+            }))
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn listed(&self, path: &str) -> Option<OriginEntry> {
+        let l = self
+            .listed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+            .cloned()?;
+        Some(OriginEntry {
+            name: l.name,
+            dir: false,
+            size: l.size,
+            modified: l.modified,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -1015,7 +1072,7 @@ mod tests {
         let (h, hp) = RemoteOrigin::of("https://host:8/a/b.h5", &RemoteOptions::default()).unwrap();
         assert_eq!((h.base(), hp.as_str()), ("https://host:8", "/a/b.h5"));
         assert!(RemoteOrigin::of("https://host", &RemoteOptions::default()).is_err());
-        assert!(h.list("/a").is_err(), "HTTP has no listing");
+        assert!(h.list_now("/a").is_err(), "HTTP has no listing");
     }
 
     #[test]

@@ -88,6 +88,32 @@ pub trait Opener: Send + Sync + std::fmt::Debug {
 
     /// The URL of `path`, for messages.
     fn url(&self, path: &str) -> String;
+
+    /// What the directory `path` holds, sorted by name (an object store's listing);
+    /// `Unsupported` where there is no listing (a plain HTTP server).
+    fn list(&self, path: &str) -> std::io::Result<Vec<OriginEntry>> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            format!("{}: no listing", self.url(path)),
+        ))
+    }
+
+    /// What a listing said of the object at `path`.
+    fn listed(&self, path: &str) -> Option<OriginEntry> {
+        let _ = path;
+        None
+    }
+}
+
+/// An entry of an [`Opener`]'s listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OriginEntry {
+    pub name: String,
+    /// A sub-prefix (directory) rather than an object.
+    pub dir: bool,
+    pub size: u64,
+    /// Last modification, seconds since the epoch (0 for a directory).
+    pub modified: i64,
 }
 
 /// What a remote source has asked its server.

@@ -142,6 +142,49 @@ impl File {
         Ok(file)
     }
 
+    /// Open the remote object `url` (`s3://bucket/key`, `https://host/path`): one HEAD and
+    /// one GET. Other files it names are objects of the same server or bucket, below its
+    /// directory unless `options.allow_outside_paths` (see [`Resolver`]).
+    #[cfg(feature = "remote")]
+    pub fn open_url(
+        url: &str,
+        options: &OpenOptions,
+        remote: &crate::io::remote::RemoteOptions,
+    ) -> Result<Arc<File>> {
+        use crate::io::Opener;
+        let io = |source: std::io::Error| Error::Io {
+            what: "HDF5 file",
+            addr: 0,
+            len: 0,
+            source,
+        };
+        let (origin, path) = crate::io::remote::RemoteOrigin::of(url, remote).map_err(io)?;
+        let resolver = Resolver::new(super::resolver::ResolverOptions {
+            root: Path::new(&path)
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .to_path_buf(),
+            allow_outside_paths: options.allow_outside_paths,
+            max_open_files: options.max_open_files,
+            cache_bytes: options.cache_bytes,
+            origin: Some(origin.clone()),
+        });
+        let idx = resolver.register_path(Path::new(&path))?;
+        let source = origin.open(&path).map_err(io)?;
+        let cache = resolver.chunk_cache().clone();
+        let cache_file = cache.new_file_id();
+        let file = File::open_storage(
+            Storage::from_source(source),
+            Path::new(&path),
+            Back::Owner(resolver.clone()),
+            idx,
+            cache,
+            cache_file,
+        )?;
+        resolver.adopt(idx, &file);
+        Ok(file)
+    }
+
     /// Open `path` as file `idx` of `resolver`, decoding into `cache` under `cache_file`.
     pub(super) fn open_member(
         path: &Path,
