@@ -1,0 +1,239 @@
+//! Prefix mounts (`h5mount s3://bucket/prefix/ MNT`) against a real SeaweedFS on 127.0.0.1:
+//! the whole fixture corpus uploaded below a prefix shows the same tree, sizes and bytes as
+//! the directory mount of the corpus on disk (external links, VDS sources and external raw
+//! files between the objects included); sub-prefixes are directories; objects outside the
+//! prefix never appear; an object named like HDF5 that is not fails its own directory only;
+//! listing costs one LIST per directory and opening a dataset of a listed file a few GETs
+//! and no HEAD.
+//!
+//! SeaweedFS is installed by `mount-tests/install-servers` (run by `mount-tests/run`);
+//! without it these tests say so and pass, unless `H5MOUNT_REQUIRE_SERVERS` is set.
+
+mod harness;
+mod servers;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use harness::{read_three_ways, Mount};
+use servers::Seaweed;
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data")
+}
+
+/// Kind, size, symlink text and bytes' digest (or errno) of every path below `root`.
+fn walk(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        let mut names: Vec<_> = match fs::read_dir(&dir) {
+            Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+            Err(e) => {
+                let rel = dir.strip_prefix(root).unwrap().display().to_string();
+                out.insert(rel, format!("readdir: {:?}", e.raw_os_error()));
+                continue;
+            }
+        };
+        names.sort();
+        for p in names {
+            let md = fs::symlink_metadata(&p).unwrap();
+            let what = if md.file_type().is_symlink() {
+                format!("symlink {}", fs::read_link(&p).unwrap().display())
+            } else if md.is_dir() {
+                todo.push(p.clone());
+                "dir".to_string()
+            } else {
+                let bytes = match read_three_ways(&p, md.len() as usize) {
+                    Ok(h) => h,
+                    Err(_) => format!(
+                        "error {:?}",
+                        fs::read(&p).err().and_then(|e| e.raw_os_error())
+                    ),
+                };
+                format!("file {} {bytes}", md.len())
+            };
+            out.insert(p.strip_prefix(root).unwrap().display().to_string(), what);
+        }
+    }
+    out
+}
+
+/// The mount's statistics as numbers.
+fn stats(m: &Mount) -> BTreeMap<String, u64> {
+    let text =
+        String::from_utf8(harness::getxattr(m.path(), "user.h5mount.stats").unwrap()).unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+fn mount_prefix(sw: &Seaweed, url: &str) -> Mount {
+    let endpoint = sw.endpoint();
+    let url = url.to_string();
+    Mount::by_command(move |mp| {
+        let mut c = std::process::Command::new(harness::BIN);
+        c.arg(&url)
+            .arg(mp)
+            .args([
+                "-o",
+                &format!("endpoint={endpoint},no_sign_request,region=us-east-1"),
+            ])
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY");
+        c
+    })
+}
+
+#[test]
+fn a_prefix_is_the_directory_mount_of_its_objects() {
+    let Some(sw) = Seaweed::start() else {
+        return;
+    };
+    sw.create_bucket("data");
+    let mut names: Vec<String> = fs::read_dir(data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() > 50, "corpus");
+    for n in &names {
+        let bytes = fs::read(data_dir().join(n)).unwrap();
+        sw.put_object("data", &format!("runs/corpus/{n}"), &bytes);
+    }
+    // Beside the corpus: a sub-prefix, a plain object, one named like HDF5 that is not,
+    // and an object outside the mounted prefix.
+    let sample = fs::read(data_dir().join(&names[0])).unwrap();
+    sw.put_object("data", "runs/deeper/more/again.h5", &sample);
+    sw.put_object("data", "runs/notes.txt", b"beamtime notes\n");
+    sw.put_object("data", "runs/fake.h5", b"just text");
+    sw.put_object("data", "elsewhere/secret.h5", &sample);
+
+    let m = mount_prefix(&sw, "s3://data/runs/");
+    let mut top: Vec<String> = fs::read_dir(m.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["corpus", "deeper", "fake.h5", "notes.txt"]);
+    let s = stats(&m);
+    assert_eq!(s["remote_lists"], 1, "the mount's LIST serves the first ls: {s:?}");
+    assert_eq!(
+        fs::read(m.path().join("notes.txt")).unwrap(),
+        b"beamtime notes\n"
+    );
+    let e = fs::read_dir(m.path().join("fake.h5")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert!(m.path().join("deeper/more/again.h5").is_dir());
+    assert!(!m.path().join("secret.h5").exists());
+
+    let s = stats(&m);
+    assert_eq!(s["remote_heads"], 0, "listed objects open without a HEAD: {s:?}");
+    drop(m);
+
+    // The corpus as a prefix is the corpus on disk mounted as a directory: external links,
+    // VDS sources and external raw files reach the objects beside them (symlink texts
+    // included, relative to the mount's root).
+    let m = mount_prefix(&sw, "s3://data/runs/corpus/");
+    let local = Mount::background(&data_dir(), &[]);
+    let (want, got) = (walk(local.path()), walk(m.path()));
+    let differ: Vec<String> = want
+        .iter()
+        .filter(|(k, v)| got.get(*k) != Some(*v))
+        .map(|(k, v)| format!("{k}: local {v}, prefix {:?}", got.get(k)))
+        .chain(
+            got.keys()
+                .filter(|k| !want.contains_key(*k))
+                .map(|k| format!("{k}: only in the prefix")),
+        )
+        .collect();
+    assert!(differ.is_empty(), "{differ:#?}");
+}
+
+#[test]
+fn listing_is_one_list_and_a_dataset_a_few_gets() {
+    let Some(sw) = Seaweed::start() else {
+        return;
+    };
+    sw.create_bucket("many");
+    let sample = fs::read(data_dir().join("chunked_many_latest.h5")).unwrap();
+    // More objects than one LIST page holds (1,000 keys).
+    let n = 1100;
+    for i in 0..n {
+        sw.put_object("many", &format!("p/f{i:04}.h5"), &sample);
+    }
+    let m = mount_prefix(&sw, "s3://many/p/");
+    let before = stats(&m);
+    let count = fs::read_dir(m.path()).unwrap().count();
+    assert_eq!(count, n);
+    for e in fs::read_dir(m.path()).unwrap() {
+        e.unwrap().metadata().unwrap();
+    }
+    let after = stats(&m);
+    assert_eq!(
+        after["remote_lists"], 2,
+        "two pages of keys, listed once at mount: {after:?}"
+    );
+    assert_eq!(after["remote_gets"], before["remote_gets"], "ls -l reads no object");
+    // One file's dataset: its first GET (1 MiB holds this small file), no HEAD.
+    let file = m.path().join("f0042.h5");
+    let local = Mount::background(&data_dir().join("chunked_many_latest.h5"), &[]);
+    let want = walk(local.path());
+    let got = walk(&file);
+    assert_eq!(got, want);
+    let s = stats(&m);
+    assert!(
+        s["remote_gets"] - after["remote_gets"] <= 3 && s["remote_heads"] == 0,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn a_missing_bucket_is_one_line_and_status_2() {
+    let Some(sw) = Seaweed::start() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(harness::BIN)
+        .arg("s3://no-such-bucket/p/")
+        .arg(tmp.path())
+        .args([
+            "-o",
+            &format!(
+                "endpoint={},no_sign_request,region=us-east-1",
+                sw.endpoint()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("s3://no-such-bucket/p/"), "{err}");
+    assert!(harness::mount_line(tmp.path()).is_none());
+}
+
+#[test]
+fn inspect_of_a_url_lists_what_inspect_of_the_file_lists() {
+    let Some(ng) = servers::Nginx::start(&data_dir(), 0) else {
+        return;
+    };
+    for name in ["chunked_many_latest.h5", "links_earliest.h5"] {
+        let run = |what: &str| {
+            let out = std::process::Command::new(harness::BIN)
+                .args(["inspect", what])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{what}: {out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let local = run(data_dir().join(name).to_str().unwrap());
+        let remote = run(&ng.url(name));
+        assert!(local.lines().count() > 3, "{local}");
+        assert_eq!(remote, local, "{name}");
+    }
+}
