@@ -121,7 +121,10 @@ fn a_prefix_is_the_directory_mount_of_its_objects() {
     top.sort();
     assert_eq!(top, ["corpus", "deeper", "fake.h5", "notes.txt"]);
     let s = stats(&m);
-    assert_eq!(s["remote_lists"], 1, "the mount's LIST serves the first ls: {s:?}");
+    assert_eq!(
+        s["remote_lists"], 1,
+        "the mount's LIST serves the first ls: {s:?}"
+    );
     assert_eq!(
         fs::read(m.path().join("notes.txt")).unwrap(),
         b"beamtime notes\n"
@@ -132,7 +135,10 @@ fn a_prefix_is_the_directory_mount_of_its_objects() {
     assert!(!m.path().join("secret.h5").exists());
 
     let s = stats(&m);
-    assert_eq!(s["remote_heads"], 0, "listed objects open without a HEAD: {s:?}");
+    assert_eq!(
+        s["remote_heads"], 0,
+        "listed objects open without a HEAD: {s:?}"
+    );
     drop(m);
 
     // The corpus as a prefix is the corpus on disk mounted as a directory: external links,
@@ -178,7 +184,10 @@ fn listing_is_one_list_and_a_dataset_a_few_gets() {
         after["remote_lists"], 2,
         "two pages of keys, listed once at mount: {after:?}"
     );
-    assert_eq!(after["remote_gets"], before["remote_gets"], "ls -l reads no object");
+    assert_eq!(
+        after["remote_gets"], before["remote_gets"],
+        "ls -l reads no object"
+    );
     // One file's dataset: its first GET (1 MiB holds this small file), no HEAD.
     let file = m.path().join("f0042.h5");
     let local = Mount::background(&data_dir().join("chunked_many_latest.h5"), &[]);
@@ -231,9 +240,87 @@ fn inspect_of_a_url_lists_what_inspect_of_the_file_lists() {
             assert!(out.status.success(), "{what}: {out:?}");
             String::from_utf8(out.stdout).unwrap()
         };
+        // The same lines, but for why a missing file is not followed (a path, or a URL).
+        let missing = |out: &str| -> String {
+            out.lines()
+                .filter(|l| !l.contains("no_such_file.h5::"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         let local = run(data_dir().join(name).to_str().unwrap());
         let remote = run(&ng.url(name));
         assert!(local.lines().count() > 3, "{local}");
-        assert_eq!(remote, local, "{name}");
+        assert_eq!(missing(&remote), missing(&local), "{name}");
+        for line in remote.lines().filter(|l| l.contains("no_such_file.h5::")) {
+            assert!(line.contains("not found"), "{line}");
+        }
     }
+}
+
+/// The names of the entries of the directory `d`, sorted.
+fn names(d: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn with_refresh_a_replaced_object_is_served_afresh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let served = tmp.path().join("f.h5");
+    let old = data_dir().join("links_latest.h5");
+    fs::copy(&old, &served).unwrap();
+    // The next version of the file: the same structure, other values in /typed.
+    let typed = {
+        let a = Mount::background(&old, &[]);
+        fs::read(a.path().join("typed")).unwrap()
+    };
+    let mut bytes = fs::read(&old).unwrap();
+    let at = bytes
+        .windows(typed.len())
+        .position(|w| w == typed.as_slice())
+        .expect("the data of /typed in the file");
+    for b in &mut bytes[at..at + typed.len()] {
+        *b ^= 0x5a;
+    }
+    let next = tmp.path().join("next.h5");
+    fs::write(&next, &bytes).unwrap();
+    // nginx's ETag is the file's mtime (in seconds) and size: make the new one differ.
+    let later =
+        fs::metadata(&served).unwrap().modified().unwrap() + std::time::Duration::from_secs(10);
+    fs::File::options()
+        .write(true)
+        .open(&next)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let want_new = {
+        let b = Mount::background(&next, &[]);
+        fs::read(b.path().join("typed")).unwrap()
+    };
+    assert_ne!(want_new, typed);
+    let Some(ng) = servers::Nginx::start(tmp.path(), 0) else {
+        return;
+    };
+    let m = Mount::background(Path::new(&ng.url("f.h5")), &["--refresh", "1"]);
+    assert_eq!(fs::read(m.path().join("typed")).unwrap(), typed);
+    // Replace the object (a new ETag): within a generous bound, the mount serves the new one.
+    fs::rename(&next, &served).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        // A read may fail once with the old view's ETag (412) while the refresh is pending.
+        if fs::read(m.path().join("typed")).ok().as_ref() == Some(&want_new) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replaced object was not served within 60 s: {:?}",
+            stats(&m)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(stats(&m)["refreshes"] >= 1);
 }

@@ -518,7 +518,17 @@ impl H5Fs {
     /// What the kernel must forget once `new` replaced `old`.
     fn invalidations(&self, old: &File, new: &File, before: &Before) -> Vec<Invalidation> {
         let mut out = Vec::new();
+        // A remote object is replaced whole (a new ETag): any byte may differ, not only
+        // what an append adds, so the kernel drops every page it holds of the file.
+        let replaced = new.storage().source().requests().is_some();
         for (node, was) in &before.nodes {
+            if replaced && was.kind == FileKind::RegularFile && node.file == old.idx() {
+                out.push(Invalidation::Inode {
+                    ino: node.ino,
+                    from: Some(0),
+                });
+                continue;
+            }
             let now = match self.getattr(node.ino) {
                 Ok(a) => a,
                 Err(_) => {

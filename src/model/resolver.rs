@@ -647,11 +647,14 @@ impl Resolver {
     fn open_file(&self, idx: FileIdx, path: &Path, cache_file: u64) -> Result<Arc<File>> {
         if let Some(origin) = &self.origin {
             let p = path.to_string_lossy();
-            let source = origin.open(&p).map_err(|e| Error::Io {
-                what: "HDF5 file",
-                addr: 0,
-                len: 0,
-                source: e,
+            let source = origin.open(&p).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::NotFound(format!("file {}", origin.url(&p))),
+                _ => Error::Io {
+                    what: "HDF5 file",
+                    addr: 0,
+                    len: 0,
+                    source: e,
+                },
             })?;
             return File::open_source_member(
                 source,
