@@ -1,9 +1,45 @@
 //! Remote sources through real mounts and real servers on 127.0.0.1: nginx serving HTTP
 //! ranges (and, through its echo module, a fixed delay per request) and SeaweedFS serving S3.
-//! Each corpus file mounted from a URL shows the same tree, sizes and bytes (read, pread,
-//! mmap) as the same file mounted from disk, which `mount.rs` checks against h5py. Faults:
-//! an object replaced while mounted, a server stopped mid-mount and started again, a missing
-//! object, a file that is not HDF5, and requests counted at mount time.
+//!
+//! What a remote mount shows:
+//! - `the_corpus_over_http_is_the_local_corpus`: each corpus file mounted from a URL shows
+//!   the same tree, sizes and bytes (read, pread, mmap) as the same file mounted from disk,
+//!   which `mount.rs` checks against h5py.
+//! - `s3_objects_signed_and_anonymous`: an object on SeaweedFS, with credentials from the
+//!   environment, unsigned, and with wrong credentials (status 2, no secret shown).
+//! - `missing_objects_and_non_hdf5_files_are_one_line_and_status_2`.
+//!
+//! Faults:
+//! - `an_object_replaced_while_mounted_fails_its_reads_never_mixing` (If-Match, 412).
+//! - `a_server_gone_fails_reads_within_the_bound_and_the_mount_lives_on`: nginx killed.
+//! - `a_server_back_after_an_outage_serves_what_was_never_fetched`: nginx killed and started
+//!   again on the same port: reads during the outage fail with EIO within the retry bound,
+//!   the daemon lives on, and afterwards the same reads give h5py's bytes (`soak.json`).
+//! - `answers_503_and_cut_short_are_retried_then_served` (a fault-injecting proxy).
+//! - `a_server_slower_than_the_request_timeout_is_an_error_within_the_bound`.
+//!
+//! Requests counted, by the mount's statistics (`user.h5mount.stats`) and by nginx's access
+//! log (what it was asked, with the Range, and when each request started and ended). The
+//! fixtures of `fixtures/remote` (see `make_remote.py`) put what is counted past the first
+//! MiB (which the first GET takes) in known 64 KiB pages (what one GET fetches at least):
+//! - `a_mount_is_ready_after_one_head_and_one_get`, and a second walk sends nothing.
+//! - `listing_a_group_fetches_its_childrens_headers_in_one_round_trip`: `ls -l` of a group of
+//!   10 datasets whose headers lie in two runs of pages, with 500 ms per request: at most one
+//!   GET per run, all started before the first one ended.
+//! - `random_preads_cost_one_get_per_chunk_missed_and_none_on_a_hit`: seeded random 4 KiB
+//!   preads (kernel readahead off) touching every chunk of a filtered dataset three times:
+//!   exactly one GET per chunk, of that chunk's page, in the order first touched; then other
+//!   blocks of the same chunks: none.
+//! - `readers_missing_the_same_chunk_at_once_cause_one_get`: 16 threads, each reading its own
+//!   4 KiB of one chunk, released together while a GET takes 300 ms.
+//! - `a_sequential_read_is_fetched_ahead_in_few_large_gets`: `cat` of a 20 MiB contiguous
+//!   dataset (a committed head plus generated elements): readahead GETs, fewer GETs than
+//!   read requests, the right bytes.
+//! - `statistics_show_every_remote_counter`: every `remote_*` key, requests sent at least
+//!   those asked for, as many as nginx answered, latency percentiles, no failure.
+//!
+//! Nothing here waits a fixed time: outcomes are counts, bytes and the order of requests in
+//! the log; waits are on conditions with generous bounds.
 //!
 //! The servers are installed by `mount-tests/install-servers` (run by `mount-tests/run`);
 //! without them these tests say so and pass, unless `H5MOUNT_REQUIRE_SERVERS` is set.
@@ -13,6 +49,7 @@ mod servers;
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use harness::{read_three_ways, Mount};
@@ -63,7 +100,7 @@ fn rel(root: &Path, p: &Path) -> String {
     p.strip_prefix(root).unwrap().display().to_string()
 }
 
-/// The requests nginx logged, as "METHOD STATUS" (the default combined format).
+/// The requests nginx logged, as "METHOD STATUS".
 fn requests(ng: &Nginx) -> Vec<String> {
     ng.access_log()
         .lines()
@@ -88,24 +125,21 @@ fn the_corpus_over_http_is_the_local_corpus() {
     names.sort();
     assert!(names.len() > 50, "corpus");
     let mut differ = Vec::new();
-    let mut elsewhere = 0;
+    let mut followed = 0;
     for name in &names {
         let local = Mount::background(&data_dir().join(name), &[]);
         let remote = Mount::background(Path::new(&ng.url(name)), &[]);
         let (a, b) = (walk(local.path()), walk(remote.path()));
         // Other files a remote file names (external links, VDS sources, external storage)
-        // are not followed yet: such a dataset fails with EOPNOTSUPP and such a link dangles
-        // with its FILE::PATH text. The subtree below a followed link is absent remotely.
-        let other_file = |v: &str| v.ends_with("error Some(95)") || v.contains("::/");
-        let below_other = |k: &str| {
-            b.iter()
-                .any(|(bk, bv)| bv.contains("::/") && k.starts_with(&format!("{bk}/")))
-        };
+        // are objects beside it on the same server, followed as the local mount follows
+        // the files beside the local one: every entry is the same.
         for (k, v) in &a {
             match b.get(k) {
-                Some(w) if w == v => {}
-                Some(w) if other_file(w) => elsewhere += 1,
-                None if below_other(k) => {}
+                Some(w) if w == v => {
+                    if name.starts_with("external_") || name.starts_with("links_") {
+                        followed += 1;
+                    }
+                }
                 w => differ.push(format!("{name}: {k}: local {v}, remote {w:?}")),
             }
         }
@@ -114,8 +148,10 @@ fn the_corpus_over_http_is_the_local_corpus() {
         }
     }
     assert!(differ.is_empty(), "{differ:#?}");
-    // external_*, links_* and virtual_* in both forms: the entries that name other files.
-    assert_eq!(elsewhere, 12, "entries reaching other files");
+    assert!(
+        followed > 12,
+        "entries of files that name other files: {followed}"
+    );
 }
 
 /// The mount's statistics (`user.h5mount.stats`) as numbers.
@@ -312,6 +348,90 @@ fn a_server_gone_fails_reads_within_the_bound_and_the_mount_lives_on() {
     assert!(!walk(small.path()).is_empty());
 }
 
+#[test]
+fn a_server_back_after_an_outage_serves_what_was_never_fetched() {
+    let big = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/big");
+    let refs: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(big.join("soak.json")).unwrap()).unwrap();
+    let sha = |name: &str| {
+        refs[format!("/{name}")]["sha256"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let Some(mut ng) = Nginx::start(&big, 0) else {
+        return;
+    };
+    let m = Mount::background(
+        Path::new(&ng.url("soak.h5")),
+        &["--request-timeout", "1", "--retry-timeout", "2"],
+    );
+    let pid = m.pid().expect("daemon pid");
+    // In the first MiB (the first GET): served throughout. Reading it also reads the root
+    // group's links, which lie past the first MiB.
+    let cached = fs::read(m.path().join("compact_i2")).unwrap();
+    assert_eq!(harness::sha256(&cached), sha("compact_i2"));
+
+    ng.stop();
+    // Datasets whose data lies past the first MiB and was never read (soak.h5 is 1.6 MB;
+    // these were written last): each read fails, or is served whole from pages fetched
+    // before (for the root group's links).
+    let unseen = ["zstd", "blosc_lz4", "implicit", "single_gz", "fl32_edges"];
+    let mut failed = Vec::new();
+    for name in unseen {
+        let start = std::time::Instant::now();
+        match fs::read(m.path().join(name)) {
+            // Bytes come only from pages fetched before the outage: all of them, right.
+            Ok(got) => assert_eq!(harness::sha256(&got), sha(name), "{name}"),
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::EIO), "{name}: {e}");
+                failed.push(name);
+            }
+        }
+        // Bounded by the retry timeout (2 s) plus one request: generous for a loaded
+        // machine.
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{name}: {:?}",
+            start.elapsed()
+        );
+    }
+    // The last bytes of the file: nothing has fetched them.
+    assert!(failed.contains(&"zstd"), "{failed:?}");
+    let during = stats(&m);
+    assert!(during["remote_failures"] > 0, "{during:?}");
+    assert!(!harness::pid_gone(pid), "the daemon died during the outage");
+    assert!(harness::is_mounted(m.path()));
+    assert_eq!(fs::read(m.path().join("compact_i2")).unwrap(), cached);
+
+    ng.restart();
+    // What failed reads now, with h5py's bytes (no error was kept): fetched only now.
+    for name in failed {
+        let got = fs::read(m.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            got.len() as u64,
+            refs[format!("/{name}")]["nbytes"].as_u64().unwrap()
+        );
+        assert_eq!(harness::sha256(&got), sha(name), "{name}");
+    }
+    let after = stats(&m);
+    assert!(
+        after["remote_gets"] > during["remote_gets"],
+        "nothing fetched after the restart: {after:?}"
+    );
+    let names: Vec<String> = fs::read_dir(m.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), refs.as_object().unwrap().len(), "{names:?}");
+    // The server saw the reads after its restart, answered.
+    assert!(ng
+        .logged()
+        .iter()
+        .any(|r| r.method == "GET" && r.status == 206));
+    assert!(!harness::pid_gone(pid));
+}
+
 /// A fault-injecting TCP proxy in front of a real server: the first `fail` connections get
 /// a 503 answer (with `truncate`: the first `fail` GETs get the upstream answer cut after its
 /// first bytes), the rest are passed through both ways. Counts the faults it injected; stops
@@ -450,4 +570,464 @@ fn a_server_slower_than_the_request_timeout_is_an_error_within_the_bound() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&url), "{err}");
     assert!(!harness::is_mounted(tmp.path()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests counted: the fixtures of mount-tests/fixtures/remote (see make_remote.py there).
+
+fn remote_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/remote")
+}
+
+/// Page size of the remote read engine (src/io/pages.rs): what one GET fetches at least.
+const PAGE: u64 = 64 << 10;
+/// Gap (in pages) across which the pages of one prefetch are still fetched by one GET.
+const MERGE_GAP_PAGES: u64 = 2;
+
+/// `layout.json`: where make_remote.py put the things the tests count.
+struct Layout {
+    json: serde_json::Value,
+}
+
+impl Layout {
+    fn load() -> Layout {
+        let text = fs::read_to_string(remote_fixtures().join("layout.json")).unwrap();
+        Layout {
+            json: serde_json::from_str(&text).unwrap(),
+        }
+    }
+
+    fn num(v: &serde_json::Value) -> u64 {
+        v.as_u64()
+            .unwrap_or_else(|| panic!("not a number in layout.json: {v}"))
+    }
+
+    /// The header addresses of the group's datasets, by name.
+    fn headers(&self) -> BTreeMap<String, u64> {
+        self.json["headers"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), Self::num(v)))
+            .collect()
+    }
+
+    /// `(address, stored size)` of each chunk of the chunked dataset, in logical order.
+    fn chunks(&self) -> Vec<(u64, u64)> {
+        self.json["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (Self::num(&c["addr"]), Self::num(&c["size"])))
+            .collect()
+    }
+
+    /// Bytes of one decoded chunk.
+    fn chunk_bytes(&self) -> u64 {
+        Self::num(&self.json["chunk_bytes"])
+    }
+
+    fn sha256(&self, obj: &str) -> String {
+        self.json["sha256"][obj].as_str().unwrap().to_string()
+    }
+
+    fn stream(&self, key: &str) -> &serde_json::Value {
+        &self.json["stream"][key]
+    }
+}
+
+/// The first and last page of a logged GET.
+fn pages_of(r: &servers::Logged) -> (u64, u64) {
+    let (a, b) = r
+        .range
+        .unwrap_or_else(|| panic!("GET without a range: {r:?}"));
+    (a / PAGE, b / PAGE)
+}
+
+/// The GETs nginx logged after the first `skip` requests.
+fn gets_after(ng: &Nginx, skip: usize) -> Vec<servers::Logged> {
+    ng.logged()
+        .into_iter()
+        .skip(skip)
+        .filter(|r| r.method == "GET")
+        .collect()
+}
+
+/// `counter` of `after` minus that of `before`.
+fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, counter: &str) -> u64 {
+    after[counter] - before[counter]
+}
+
+/// Ask the kernel to read only the pages asked for (no readahead) on `f`: each 4 KiB pread
+/// is then one FUSE read of 4 KiB.
+fn no_kernel_readahead(f: &fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid open descriptor; posix_fadvise only sets a flag on the open file.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    assert_eq!(rc, 0, "posix_fadvise(RANDOM)");
+}
+
+#[test]
+fn listing_a_group_fetches_its_childrens_headers_in_one_round_trip() {
+    let fx = Layout::load();
+    let heads = fx.headers();
+    assert!(heads.len() >= 10);
+    // Every request waits 500 ms at the server: requests sent one after the other would
+    // start after the previous one ended, which the log shows.
+    let Some(ng) = Nginx::start(&remote_fixtures(), 500) else {
+        return;
+    };
+    let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
+    let skip = ng.logged().len();
+    let before = stats(&m);
+    let out = std::process::Command::new("ls")
+        .arg("-l")
+        .arg(m.at("/g"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let listed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with('-'))
+        .map(|l| l.split_whitespace().last().unwrap())
+        .collect();
+    assert_eq!(listed, heads.keys().collect::<Vec<_>>(), "{text}");
+    // Ten int32 each.
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with('-'))
+            .all(|l| l.split_whitespace().nth(4) == Some("40")),
+        "{text}"
+    );
+    let after = stats(&m);
+
+    // The headers' pages, and the runs they make (pages closer than the merge gap are one
+    // GET): the most GETs the listing may take, whatever the number of datasets.
+    let mut pages: Vec<u64> = heads.values().map(|a| a / PAGE).collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let runs = 1 + pages
+        .windows(2)
+        .filter(|w| w[1] - w[0] > MERGE_GAP_PAGES + 1)
+        .count() as u64;
+    let gets = gets_after(&ng, skip);
+    let shown = format!("header pages {pages:?}, GETs {gets:#?}, stats {after:?}");
+    let n = delta(&before, &after, "remote_gets");
+    assert!(
+        n >= 1 && n <= runs,
+        "{n} GETs for {runs} runs of pages: {shown}"
+    );
+    assert_eq!(gets.len() as u64, n, "{shown}");
+    assert!(delta(&before, &after, "remote_merged") > 0, "{shown}");
+    // Each GET fetched header pages, and together they fetched them all.
+    for p in &pages {
+        assert!(
+            gets.iter().any(|g| {
+                let (a, b) = pages_of(g);
+                a <= *p && *p <= b
+            }),
+            "page {p} not fetched: {shown}"
+        );
+    }
+    for g in &gets {
+        let (a, b) = pages_of(g);
+        assert!(pages.iter().any(|p| a <= *p && *p <= b), "{g:?}: {shown}");
+    }
+    // One round trip: every GET started before the first of them ended.
+    let first_end = gets.iter().map(|g| g.end_ms).min().unwrap();
+    assert!(
+        gets.iter().all(|g| g.start_ms < first_end),
+        "GETs waited for each other: {shown}"
+    );
+}
+
+/// The chunk of `/rand` that image offset `off` falls in.
+fn chunk_of(fx: &Layout, off: u64) -> usize {
+    (off / fx.chunk_bytes()) as usize
+}
+
+/// Bytes of `/rand` as h5py reads them, through a local mount (checked against
+/// layout.json).
+fn rand_bytes(fx: &Layout) -> Vec<u8> {
+    let local = Mount::background(&remote_fixtures().join("layout.h5"), &[]);
+    let want = fs::read(local.at("/rand")).unwrap();
+    assert_eq!(harness::sha256(&want), fx.sha256("/rand"));
+    want
+}
+
+#[test]
+fn random_preads_cost_one_get_per_chunk_missed_and_none_on_a_hit() {
+    let fx = Layout::load();
+    let chunks = fx.chunks();
+    assert!(chunks.len() >= 8);
+    // Every chunk alone in its page, past the first MiB (make_remote.py checks it too).
+    let chunk_page: Vec<u64> = chunks.iter().map(|(a, _)| a / PAGE).collect();
+    for (a, n) in &chunks {
+        assert_eq!(a / PAGE, (a + n - 1) / PAGE);
+        assert!(*a >= 1 << 20);
+    }
+    let want = rand_bytes(&fx);
+    let Some(ng) = Nginx::start(&remote_fixtures(), 0) else {
+        return;
+    };
+    let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
+    let f = fs::File::open(m.at("/rand")).unwrap();
+    no_kernel_readahead(&f);
+    // Three 4 KiB blocks of every chunk, all different, in a random (seeded) order; then
+    // the other blocks of the same chunks, once each: chunk-cache hits.
+    let per_chunk = fx.chunk_bytes() / 4096;
+    let mut rng = harness::Rng(0x9e37_79b9_7f4a_7c15);
+    let mut first = Vec::new();
+    let mut second = Vec::new();
+    for c in 0..chunks.len() as u64 {
+        let mut blocks: Vec<u64> = (0..per_chunk).collect();
+        shuffle(&mut blocks, &mut rng);
+        let at = |b: &u64| c * fx.chunk_bytes() + b * 4096;
+        first.extend(blocks[..3].iter().map(at));
+        second.extend(blocks[3..6].iter().map(at));
+    }
+    shuffle(&mut first, &mut rng);
+    shuffle(&mut second, &mut rng);
+    let read = |off: u64| {
+        let mut b = vec![0u8; 4096];
+        f.read_exact_at(&mut b, off).unwrap();
+        assert!(
+            b[..] == want[off as usize..off as usize + 4096],
+            "bytes at {off}"
+        );
+    };
+    let skip = ng.logged().len();
+    let before = stats(&m);
+    // The chunks in the order of their first touch, and the GETs after each pread.
+    let mut touched: Vec<usize> = Vec::new();
+    let mut steps = Vec::new();
+    for &off in &first {
+        let c = chunk_of(&fx, off);
+        if !touched.contains(&c) {
+            touched.push(c);
+        }
+        read(off);
+        let s = stats(&m);
+        steps.push(format!(
+            "{off} (chunk {c}): {} GETs, {} readahead, {} prefetch jobs",
+            delta(&before, &s, "remote_gets"),
+            delta(&before, &s, "remote_readahead"),
+            delta(&before, &s, "prefetch_jobs")
+        ));
+    }
+    let after = stats(&m);
+    let gets = gets_after(&ng, skip);
+    let fetched: Vec<(u64, u64)> = gets.iter().map(pages_of).collect();
+    let touched_pages: Vec<(u64, u64)> = touched
+        .iter()
+        .map(|&c| (chunk_page[c], chunk_page[c]))
+        .collect();
+    let shown = format!(
+        "chunks in the order first touched {touched:?} (pages {touched_pages:?}); \
+         after each pread (image offset), the counts so far: {steps:#?}; pages of the GETs \
+         nginx answered {fetched:?}; readahead GETs {}, merged {}, h5mount prefetch jobs {}",
+        delta(&before, &after, "remote_readahead"),
+        delta(&before, &after, "remote_merged"),
+        delta(&before, &after, "prefetch_jobs"),
+    );
+    assert_eq!(
+        delta(&before, &after, "read_requests"),
+        first.len() as u64,
+        "each pread is one read request: {shown}"
+    );
+    assert_eq!(
+        delta(&before, &after, "remote_gets"),
+        touched.len() as u64,
+        "one GET per chunk missed: {shown}"
+    );
+    assert_eq!(
+        fetched, touched_pages,
+        "each GET fetched its chunk's page: {shown}"
+    );
+
+    // Other blocks of the same chunks: no request.
+    let before = stats(&m);
+    for &off in &second {
+        read(off);
+    }
+    let after = stats(&m);
+    assert_eq!(delta(&before, &after, "read_requests"), second.len() as u64);
+    assert_eq!(delta(&before, &after, "remote_gets"), 0, "{after:?}");
+}
+
+/// Fisher-Yates with the harness's seeded generator.
+fn shuffle<T>(v: &mut [T], rng: &mut harness::Rng) {
+    for i in (1..v.len()).rev() {
+        v.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+}
+
+#[test]
+fn readers_missing_the_same_chunk_at_once_cause_one_get() {
+    let fx = Layout::load();
+    let want = rand_bytes(&fx);
+    // A GET takes 300 ms at the server, so the readers are all waiting while it runs (the
+    // count holds whatever the interleaving).
+    let Some(ng) = Nginx::start(&remote_fixtures(), 300) else {
+        return;
+    };
+    let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
+    let chunk = 6u64;
+    let readers = 16u64;
+    assert!(readers * 4096 <= fx.chunk_bytes());
+    let files: Vec<fs::File> = (0..readers)
+        .map(|_| {
+            let f = fs::File::open(m.at("/rand")).unwrap();
+            no_kernel_readahead(&f);
+            f
+        })
+        .collect();
+    let skip = ng.logged().len();
+    let before = stats(&m);
+    let gate = std::sync::Barrier::new(readers as usize);
+    let chunk_bytes = fx.chunk_bytes();
+    std::thread::scope(|s| {
+        for (i, f) in files.iter().enumerate() {
+            let (gate, want) = (&gate, &want);
+            s.spawn(move || {
+                // Each its own 4 KiB of the chunk: reads the kernel cannot join.
+                let off = chunk * chunk_bytes + i as u64 * 4096;
+                let mut b = vec![0u8; 4096];
+                gate.wait();
+                f.read_exact_at(&mut b, off).unwrap();
+                assert!(
+                    b[..] == want[off as usize..off as usize + 4096],
+                    "reader {i}"
+                );
+            });
+        }
+    });
+    let after = stats(&m);
+    assert_eq!(
+        delta(&before, &after, "read_requests"),
+        readers,
+        "every reader reached the daemon: {after:?}"
+    );
+    let gets = gets_after(&ng, skip);
+    assert_eq!(
+        delta(&before, &after, "remote_gets"),
+        1,
+        "{gets:#?} {after:?}"
+    );
+    let page = fx.chunks()[chunk as usize].0 / PAGE;
+    assert_eq!(
+        gets.iter().map(pages_of).collect::<Vec<_>>(),
+        [(page, page)]
+    );
+}
+
+#[test]
+fn a_sequential_read_is_fetched_ahead_in_few_large_gets() {
+    let fx = Layout::load();
+    let offset = Layout::num(fx.stream("data_offset"));
+    let elements = Layout::num(fx.stream("elements"));
+    let mult = Layout::num(fx.stream("multiplier")) as u32;
+    // The file is its committed head followed by the elements of /stream.
+    let data: Vec<u8> = (0..elements as u32)
+        .flat_map(|i| i.wrapping_mul(mult).to_le_bytes())
+        .collect();
+    assert!(data.len() >= 16 << 20);
+    assert_eq!(
+        harness::sha256(&data),
+        fx.stream("sha256").as_str().unwrap()
+    );
+    let head = fs::read(remote_fixtures().join(fx.stream("head").as_str().unwrap())).unwrap();
+    assert_eq!(head.len() as u64, offset);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut file = head;
+    file.extend_from_slice(&data);
+    fs::write(tmp.path().join("stream.h5"), &file).unwrap();
+    drop(file);
+    let Some(ng) = Nginx::start(tmp.path(), 0) else {
+        return;
+    };
+    let m = Mount::background(Path::new(&ng.url("stream.h5")), &[]);
+    let before = stats(&m);
+    let out = std::process::Command::new("cat")
+        .arg(m.at("/stream"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout == data, "the bytes of cat differ");
+    let after = stats(&m);
+    let reads = delta(&before, &after, "read_requests");
+    let gets = delta(&before, &after, "remote_gets");
+    let shown = format!("{reads} reads, {gets} GETs: {after:?}");
+    assert!(delta(&before, &after, "remote_readahead") > 0, "{shown}");
+    assert!(gets < reads, "{shown}");
+}
+
+#[test]
+fn statistics_show_every_remote_counter() {
+    let Some(ng) = Nginx::start(&remote_fixtures(), 0) else {
+        return;
+    };
+    let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
+    let fx = Layout::load();
+    assert_eq!(
+        harness::sha256(&fs::read(m.at("/rand")).unwrap()),
+        fx.sha256("/rand")
+    );
+    assert_eq!(
+        fs::read_dir(m.at("/g")).unwrap().count(),
+        fx.headers().len()
+    );
+    let keys = [
+        "remote_heads",
+        "remote_gets",
+        "remote_bytes",
+        "remote_failures",
+        "remote_changed",
+        "remote_lists",
+        "remote_merged",
+        "remote_readahead",
+        "remote_sent",
+        "remote_retries",
+        "remote_p50_us",
+        "remote_p99_us",
+    ];
+    let text =
+        String::from_utf8(harness::getxattr(m.path(), "user.h5mount.stats").unwrap()).unwrap();
+    for k in keys {
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.split(' ').next() == Some(k))
+                .count(),
+            1,
+            "{k} in {text}"
+        );
+    }
+    // What was asked for was sent, and every request the server answered was counted
+    // (fetches in the background may still be on their way: wait for them).
+    let mut s = stats(&m);
+    let mut logged = Vec::new();
+    let settled = harness::wait_for(|| {
+        s = stats(&m);
+        logged = ng.logged();
+        s["remote_sent"] >= s["remote_gets"] + s["remote_heads"]
+            && logged.len() as u64 == s["remote_sent"]
+    });
+    assert!(settled, "{s:?} {logged:#?}");
+    assert_eq!(s["remote_heads"], 1, "{s:?}");
+    assert!(s["remote_gets"] > 1, "{s:?}");
+    assert!(s["remote_bytes"] >= 1 << 20, "{s:?}");
+    assert!(
+        s["remote_p50_us"] > 0 && s["remote_p99_us"] >= s["remote_p50_us"],
+        "{s:?}"
+    );
+    // A healthy server over HTTP: no failure, no retry, no listing.
+    for k in [
+        "remote_failures",
+        "remote_changed",
+        "remote_retries",
+        "remote_lists",
+    ] {
+        assert_eq!(s[k], 0, "{k}: {s:?}");
+    }
 }

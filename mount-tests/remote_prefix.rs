@@ -257,16 +257,6 @@ fn inspect_of_a_url_lists_what_inspect_of_the_file_lists() {
     }
 }
 
-/// The names of the entries of the directory `d`, sorted.
-fn names(d: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn with_refresh_a_replaced_object_is_served_afresh() {
     let tmp = tempfile::tempdir().unwrap();
@@ -323,4 +313,49 @@ fn with_refresh_a_replaced_object_is_served_afresh() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(stats(&m)["refreshes"] >= 1);
+}
+
+#[test]
+fn a_file_with_its_own_pages_is_fetched_in_whole_pages() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/paged");
+    let Some(ng) = servers::Nginx::start(&dir, 0) else {
+        return;
+    };
+    let m = Mount::background(Path::new(&ng.url("paged.h5")), &[]);
+    // Metadata only: every entry's attributes and extended attributes.
+    let mut entries = 0;
+    let mut todo = vec![m.path().to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let md = fs::symlink_metadata(&p).unwrap();
+            for name in harness::listxattr(&p).unwrap() {
+                harness::getxattr(&p, &name).unwrap();
+            }
+            entries += 1;
+            if md.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    assert_eq!(entries, 6 + 6 * 8);
+    // The file keeps its metadata in 256 KiB pages: each GET takes whole pages of it.
+    const FILE_PAGE: u64 = 256 << 10;
+    let len = fs::metadata(dir.join("paged.h5")).unwrap().len();
+    let gets: Vec<(u64, u64)> = ng
+        .logged()
+        .iter()
+        .filter(|l| l.method == "GET")
+        .filter_map(|l| l.range)
+        .collect();
+    assert!(gets.len() > 1, "{gets:?}");
+    for &(a, b) in &gets {
+        assert!(
+            a % FILE_PAGE == 0 && ((b + 1) % FILE_PAGE == 0 || b + 1 == len),
+            "GET bytes {a}-{b} is not whole pages of the file: {gets:?}"
+        );
+    }
+    // And the bytes are right.
+    let local = Mount::background(&dir.join("paged.h5"), &[]);
+    assert_eq!(walk(m.path()), walk(local.path()));
 }

@@ -538,11 +538,30 @@ const LOG_BARRIER: &str = "/.h5mount-log-barrier";
 /// dir (config, pid, lock, logs, temp paths). Static files get nginx's defaults: byte ranges
 /// (`Accept-Ranges: bytes` on full responses, 206 with `Content-Range`), `ETag`,
 /// `Last-Modified`, and `If-Match`/`If-Unmodified-Since` (412 when they fail). Methods other
-/// than GET and HEAD get 403.
+/// than GET and HEAD get 403. It can be stopped and started again on the same port
+/// ([`Nginx::stop`], [`Nginx::restart`]), as a server that goes away and comes back.
 pub struct Nginx {
     child: Child,
+    /// False between [`Nginx::stop`] and [`Nginx::restart`].
+    running: bool,
     port: u16,
+    bin: PathBuf,
     dir: tempfile::TempDir,
+}
+
+/// One request of [`Nginx::logged`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Logged {
+    pub method: String,
+    pub status: u16,
+    /// The request target (`/f.h5`).
+    pub uri: String,
+    /// The `Range` header's first range (`bytes=A-B`, both ends inclusive), if any.
+    pub range: Option<(u64, u64)>,
+    /// When nginx read the request's first bytes and when it logged the answer (after its
+    /// last write), in milliseconds of the Unix epoch, both from nginx's clock.
+    pub start_ms: u64,
+    pub end_ms: u64,
 }
 
 impl Nginx {
@@ -628,7 +647,13 @@ lock_file {lock};
 error_log {err} info;
 events {{ worker_connections 1024; }}
 http {{
-    access_log {access};
+    # `combined`, then when the request started and ended: $msec is the time of the log
+    # write, $request_time the time since the request's first bytes were read (both with
+    # millisecond resolution); and the Range asked for.
+    log_format timed '$remote_addr - $remote_user [$time_local] \"$request\" $status '
+                     '$body_bytes_sent \"$http_referer\" \"$http_user_agent\" '
+                     '$msec $request_time \"$http_range\"';
+    access_log {access} timed;
     client_body_temp_path {body};
     proxy_temp_path {proxy};
     fastcgi_temp_path {fastcgi};
@@ -661,14 +686,32 @@ http {{
             root = root.display(),
             barrier = LOG_BARRIER,
         );
-        let conf = d.join("nginx.conf");
-        std::fs::write(&conf, config).unwrap();
-        let out = std::fs::File::create(d.join("stderr.log")).unwrap();
+        std::fs::write(d.join("nginx.conf"), config).unwrap();
+        let child = Self::spawn(bin, d);
+        let mut n = Nginx {
+            child,
+            running: true,
+            port,
+            bin: bin.to_path_buf(),
+            dir,
+        };
+        n.wait_started()?;
+        Ok(n)
+    }
+
+    /// Start nginx with the config in `d` (see [`Nginx::try_start`]).
+    fn spawn(bin: &Path, d: &Path) -> Child {
+        // Appended to: a restarted server keeps the earlier lines.
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.join("stderr.log"))
+            .unwrap();
         let mut cmd = Command::new(bin);
         cmd.arg("-p")
             .arg(d)
             .arg("-c")
-            .arg(&conf)
+            .arg(d.join("nginx.conf"))
             // Before the config is read nginx logs to its built-in path: keep that here too.
             .arg("-e")
             .arg(d.join("error.log"))
@@ -676,21 +719,70 @@ http {{
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out);
-        let child = spawn_server(cmd).unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
-        let mut n = Nginx { child, port, dir };
-        let outcome = wait_ready(&mut n.child, NGINX_START_TIMEOUT, || port_open(port));
-        match outcome {
-            Startup::Ready => Ok(n),
-            Startup::Exited(st) => Err(format!("exited with {st}\n{}", n.error_log())),
+        spawn_server(cmd).unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()))
+    }
+
+    /// Wait until the process just spawned answers on its port; Err(log) if it exits first or
+    /// does not answer within [`NGINX_START_TIMEOUT`].
+    fn wait_started(&mut self) -> Result<(), String> {
+        let port = self.port;
+        match wait_ready(&mut self.child, NGINX_START_TIMEOUT, || port_open(port)) {
+            Startup::Ready => Ok(()),
+            Startup::Exited(st) => Err(format!("exited with {st}\n{}", self.error_log())),
             Startup::TimedOut => Err(format!(
                 "no answer on port {port} within {NGINX_START_TIMEOUT:?}\n{}",
-                n.error_log()
+                self.error_log()
             )),
         }
     }
 
-    /// The access log: one line per request, in nginx's `combined` format
-    /// (`127.0.0.1 - - [time] "GET /f.h5 HTTP/1.1" 206 1000 "-" "agent"`).
+    /// Kill the server (its group) and reap it: connections are cut, and the port refuses
+    /// new ones until [`Nginx::restart`].
+    pub fn stop(&mut self) {
+        if !self.running {
+            return;
+        }
+        kill_group(&mut self.child);
+        self.running = false;
+        assert!(
+            !port_open(self.port),
+            "port {} still answers after nginx was killed",
+            self.port
+        );
+    }
+
+    /// Start the server again, on the same port with the same config (stopping it first if
+    /// it runs), and wait until it answers. The port was free a moment ago, but something
+    /// else may take it meanwhile: binding is tried again while it is in use, for up to
+    /// [`NGINX_START_TIMEOUT`]; then this panics with the log.
+    pub fn restart(&mut self) {
+        if self.running {
+            self.stop();
+        }
+        let start = Instant::now();
+        loop {
+            self.child = Self::spawn(&self.bin, self.dir.path());
+            match self.wait_started() {
+                Ok(()) => break,
+                Err(log)
+                    if log.contains("Address already in use")
+                        && start.elapsed() < NGINX_START_TIMEOUT =>
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(log) => {
+                    kill_group(&mut self.child);
+                    panic!("nginx did not start again on port {}:\n{log}", self.port);
+                }
+            }
+        }
+        self.running = true;
+    }
+
+    /// The access log: one line per request, in nginx's `combined` format followed by when
+    /// the request started and ended and its `Range` header (`127.0.0.1 - - [time] "GET
+    /// /f.h5 HTTP/1.1" 206 1000 "-" "agent" 1700000000.123 0.301 "bytes=0-999"`; see
+    /// [`Nginx::logged`]). Needs the server running.
     ///
     /// Complete for every request whose response the client has fully received: nginx logs
     /// a request right after its last write, in the same event handler, and this one process
@@ -720,6 +812,11 @@ http {{
             .filter(|l| !l.contains(LOG_BARRIER))
             .map(|l| format!("{l}\n"))
             .collect()
+    }
+
+    /// The requests of [`Nginx::access_log`], parsed. Panics on a line it cannot read.
+    pub fn logged(&self) -> Vec<Logged> {
+        self.access_log().lines().map(parse_logged).collect()
     }
 
     /// Same as [`Nginx::access_log`].
@@ -757,7 +854,56 @@ http {{
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        kill_group(&mut self.child);
+        // A stopped server was reaped already: its pid may belong to another process now.
+        if self.running {
+            kill_group(&mut self.child);
+        }
+    }
+}
+
+/// One line of the `timed` log format (see [`Nginx::access_log`]).
+fn parse_logged(line: &str) -> Logged {
+    fn bad<T>(line: &str) -> T {
+        panic!("unexpected nginx log line {line:?}")
+    }
+    // 0 address and time, 1 request line, 2 status and size, 3 referer, 5 agent,
+    // 6 msec and request time, 7 range.
+    let parts: Vec<&str> = line.split('"').collect();
+    if parts.len() < 8 {
+        return bad(line);
+    }
+    let mut request = parts[1].split(' ');
+    let method = request.next().unwrap_or_else(|| bad(line)).to_string();
+    let uri = request.next().unwrap_or_else(|| bad(line)).to_string();
+    let status = parts[2]
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse::<u16>().ok())
+        .unwrap_or_else(|| bad(line));
+    // `S.mmm`: whole milliseconds, without going through floating point.
+    let ms = |s: &str| -> u64 {
+        match s.split_once('.') {
+            Some((w, f)) if f.len() == 3 => match (w.parse::<u64>(), f.parse::<u64>()) {
+                (Ok(w), Ok(f)) => w * 1000 + f,
+                _ => bad(line),
+            },
+            _ => bad(line),
+        }
+    };
+    let mut times = parts[6].split_whitespace();
+    let end_ms = ms(times.next().unwrap_or_else(|| bad(line)));
+    let took = ms(times.next().unwrap_or_else(|| bad(line)));
+    let range = parts[7].strip_prefix("bytes=").and_then(|r| {
+        let (a, b) = r.split(',').next()?.split_once('-')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    });
+    Logged {
+        method,
+        status,
+        uri,
+        range,
+        start_ms: end_ms - took,
+        end_ms,
     }
 }
 

@@ -209,6 +209,7 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
         .register_path(Path::new(&path))
         .map_err(|e| format!("{shown}: {e}"))?;
     let file = resolver.get(idx).map_err(|e| match e {
+        h5mount::Error::NotFound(_) => format!("{shown}: no such object"),
         h5mount::Error::Io { source, .. } => source.to_string(),
         e => format!("{shown}: {e}"),
     })?;

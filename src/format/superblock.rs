@@ -67,6 +67,9 @@ pub struct Superblock {
     pub sohm_table: Option<SohmTable>,
     /// Driver information block address (v0/v1), if any.
     pub driver_info_addr: Option<u64>,
+    /// The page size of a file written with paged aggregation (its metadata is in pages of
+    /// this size), from the extension's file space info message.
+    pub fs_page_size: Option<u64>,
 }
 
 /// B-tree 'K' values message (0x0013, spec "IV.A.2.t"), found in the superblock extension.
@@ -200,6 +203,7 @@ impl Superblock {
             flags,
             stored_base_addr,
             sohm_table: None,
+            fs_page_size: None,
             driver_info_addr: (driver_info_addr != UNDEFINED_ADDR).then_some(driver_info_addr),
         })
     }
@@ -237,6 +241,7 @@ impl Superblock {
             flags,
             stored_base_addr,
             sohm_table: None,
+            fs_page_size: None,
             driver_info_addr: None,
         })
     }
@@ -261,11 +266,31 @@ impl Superblock {
                 addr: m.addr,
             })?)?;
         }
+        if let Some(m) = header.first(types::FSINFO) {
+            self.fs_page_size = file_space_page_size(&m.data, self.sizes);
+        }
         if let Some(m) = header.first(types::SOHM_TABLE) {
             self.sohm_table = Some(SohmTable::parse(&m.data, m.addr, self.sizes)?);
         }
         Ok(())
     }
+}
+
+/// The page size of a file space info message (0x0017) whose strategy is paged
+/// aggregation: version 1 holds the version, the strategy (1: paged), whether free space
+/// persists, the free-space section threshold (a length), then the page size (a length).
+/// Anything else (version 0, another strategy, a size that is not a power of two from 512
+/// to 1 GiB) is no page size: the hint is only an optimisation.
+fn file_space_page_size(data: &[u8], sizes: Sizes) -> Option<u64> {
+    let mut c = Cursor::new(data, 0, "file space info message");
+    let (version, strategy) = (c.u8().ok()?, c.u8().ok()?);
+    if version != 1 || strategy != 1 {
+        return None;
+    }
+    c.u8().ok()?;
+    c.length(sizes).ok()?;
+    let page = c.length(sizes).ok()?;
+    (page.is_power_of_two() && (512..=1 << 30).contains(&page)).then_some(page)
 }
 
 /// Refuse files whose driver spreads the address space over several files (the family and
@@ -304,6 +329,34 @@ fn read_sizes(c: &mut Cursor<'_>, found_at: u64) -> Result<Sizes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_page_size_of_a_file_written_with_paged_aggregation() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures");
+        let paged = Storage::open(&dir.join("paged/paged.h5")).unwrap();
+        assert_eq!(
+            Superblock::locate(&paged).unwrap().0.fs_page_size,
+            Some(256 << 10)
+        );
+        let plain = Storage::open(&dir.join("data/chunked_many_latest.h5")).unwrap();
+        assert_eq!(Superblock::locate(&plain).unwrap().0.fs_page_size, None);
+        let sizes = Sizes {
+            offset: 8,
+            length: 8,
+        };
+        // Version 0, another strategy, a page size that is not a power of two: none.
+        let msg = |v: u8, strategy: u8, page: u64| {
+            let mut m = vec![v, strategy, 0];
+            m.extend_from_slice(&1u64.to_le_bytes());
+            m.extend_from_slice(&page.to_le_bytes());
+            m
+        };
+        assert_eq!(file_space_page_size(&msg(1, 1, 4096), sizes), Some(4096));
+        assert_eq!(file_space_page_size(&msg(0, 1, 4096), sizes), None);
+        assert_eq!(file_space_page_size(&msg(1, 0, 4096), sizes), None);
+        assert_eq!(file_space_page_size(&msg(1, 1, 5000), sizes), None);
+        assert_eq!(file_space_page_size(&msg(1, 1, 4096)[..10], sizes), None);
+    }
     use crate::format::object_header::testutil::{seal, storage, v2_header, v2_msg};
 
     /// A v0 (or v1) superblock with 8-byte widths whose stored base is `base`.

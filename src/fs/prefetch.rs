@@ -109,8 +109,14 @@ impl Stream {
             self.window = self.piece;
             return Vec::new();
         }
+        if end <= self.next {
+            // An earlier request arriving late (or a reader stepping back): the stream goes
+            // on, but only reads that move it forward count towards its streak, so reads
+            // walking backwards or landing near each other at random queue nothing.
+            return Vec::new();
+        }
         self.streak = self.streak.saturating_add(1);
-        self.next = self.next.max(end);
+        self.next = end;
         if self.streak > 1 {
             self.window = self.window.saturating_mul(2).min(self.max_window);
         }
@@ -360,12 +366,18 @@ mod tests {
         let mut s = Stream::new(1000 * M, M, 8 * M);
         s.on_read(0, M);
         s.on_read(M, M);
-        // Out-of-order arrival of a slightly earlier request keeps the stream.
-        s.on_read(0, M);
-        assert_eq!(s.streak, 3);
-        // A forward skip within the limit too.
+        // Out-of-order arrival of a slightly earlier request keeps the stream (and queues
+        // nothing, nor counts).
+        assert!(s.on_read(0, M).is_empty());
+        assert_eq!(s.streak, 2);
+        // A forward skip within the limit continues it.
         assert!(!s.on_read(5 * M, M).is_empty() || s.ahead > 6 * M);
-        assert_eq!(s.streak, 4);
+        assert_eq!(s.streak, 3);
+        // Small reads stepping backwards never queue.
+        let mut b = Stream::new(1000 * M, M, 8 * M);
+        for k in (0..40u64).rev() {
+            assert!(b.on_read(400 * M + k * 8192, 4096).is_empty(), "{k}");
+        }
         // A far jump resets; the next far jumps never queue.
         for off in [500 * M, 100 * M, 900 * M, 300 * M] {
             assert!(s.on_read(off, 4096).is_empty());

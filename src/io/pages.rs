@@ -336,6 +336,12 @@ impl PageCache {
         }
     }
 
+    /// Keep the whole pages of `bytes` (from page `first` on) that are not cached, without
+    /// ending any flight (bytes fetched beside those asked for).
+    pub fn keep(&self, obj: u64, first: u64, bytes: &[u8], len: u64, class: Class) {
+        self.insert(obj, first, bytes, len, &[], class);
+    }
+
     /// Keep the pages of `bytes` (from page `first` on) and wake those waiting for `run`;
     /// false (nobody woken) if `bytes` does not hold every page of `run`.
     fn insert(

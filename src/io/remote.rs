@@ -77,7 +77,7 @@ pub const RA_MAX: u64 = 32 << 20;
 /// start two of their own lengths before it.
 const RA_BACK: u64 = 256 << 10;
 /// How far past a stream's position (or what was fetched ahead of it) a read may start and
-/// still continue it: the metadata between two datasets' chunks.
+/// still continue it, at most: the metadata between two datasets' chunks.
 const RA_GAP: u64 = 256 << 10;
 /// Streams remembered per object.
 const RA_STREAMS: usize = 16;
@@ -478,6 +478,9 @@ struct Inner {
     obj: u64,
     pages: Arc<PageCache>,
     ra_max: u64,
+    /// The file's own page size, when larger than [`PAGE`] (0: none): metadata misses fetch
+    /// whole pages of it.
+    meta_unit: AtomicU64,
     streams: Mutex<VecDeque<Stream>>,
     stats: RemoteStats,
 }
@@ -607,9 +610,13 @@ impl Inner {
             // Reads of one stream arrive somewhat out of order (several FUSE threads, the
             // kernel's readahead): a read may start before the stream's position by a little,
             // and by a few of its own lengths.
+            // A reader may also skip a little (the metadata between two datasets' chunks),
+            // by at most two of its own lengths: small reads landing near each other at
+            // random do not make a stream.
             let back = RA_BACK.max(2 * (end - offset));
+            let gap = RA_GAP.min(2 * (end - offset));
             let hit = streams.iter().position(|s| {
-                offset.saturating_add(back) >= s.next && offset <= s.next.max(s.ahead) + RA_GAP
+                offset.saturating_add(back) >= s.next && offset <= s.next.max(s.ahead) + gap
             });
             let Some(i) = hit else {
                 streams.push_front(Stream {
@@ -627,10 +634,15 @@ impl Inner {
                 window: RA_MIN,
                 streak: 0,
             });
-            s.next = s.next.max(end);
-            s.streak = s.streak.saturating_add(1);
             let mut todo = None;
-            if s.streak >= RA_STREAK {
+            // Only reads that move the stream forward count: a late request, or a reader
+            // stepping backwards, keeps the stream but fetches nothing ahead.
+            let forward = end > s.next;
+            if forward {
+                s.next = end;
+                s.streak = s.streak.saturating_add(1);
+            }
+            if forward && s.streak >= RA_STREAK {
                 let from = s.ahead.max(s.next);
                 let target = (s.next + s.window).min(self.len);
                 // Send in batches of at least half a window, not one page per read (and the
@@ -689,6 +701,7 @@ impl Remote {
                 obj,
                 pages,
                 ra_max: RA_MAX.min(data / 2),
+                meta_unit: AtomicU64::new(0),
                 streams: Mutex::new(VecDeque::new()),
                 stats: RemoteStats::default(),
             }),
@@ -719,20 +732,36 @@ impl Remote {
         self.inner
             .pages
             .read(self.inner.obj, offset, buf, len, class, |first, count| {
-                self.fetch_pages(first, count)
+                self.fetch_pages(first, count, class)
             })?;
         Ok(n)
     }
 
-    /// Fetch `first..first + count` pages now (the first fetch of an object takes its head).
-    fn fetch_pages(&self, first: u64, count: u64) -> std::io::Result<Vec<u8>> {
+    /// Fetch `first..first + count` pages now (the first fetch of an object takes its head;
+    /// a metadata miss in a file with its own larger page size takes that whole page).
+    fn fetch_pages(&self, first: u64, count: u64, class: Class) -> std::io::Result<Vec<u8>> {
+        let len = self.inner.len;
         let start = first * PAGE;
         let mut end = (first + count) * PAGE;
         if start == 0 {
             end = end.max(FIRST_GET);
         }
-        let end = end.min(self.inner.len);
-        runtime()?.block_on(self.inner.clone().get(start..end))
+        let unit = self.inner.meta_unit.load(Ordering::Relaxed);
+        let mut from = start;
+        if class == Class::Meta && unit > PAGE {
+            from = start / unit * unit;
+            end = end.div_ceil(unit).saturating_mul(unit);
+        }
+        let end = end.min(len);
+        let mut got = runtime()?.block_on(self.inner.clone().get(from..end))?;
+        if from < start {
+            let head = (start - from) as usize;
+            self.inner
+                .pages
+                .keep(self.inner.obj, from / PAGE, &got[..head], len, class);
+            got.drain(..head);
+        }
+        Ok(got)
     }
 }
 
@@ -751,10 +780,20 @@ impl ByteSource for Remote {
 
     fn prefetch(&self, ranges: &[(u64, u64)]) {
         let len = self.inner.len;
+        // In a file with its own larger pages, whole pages of it.
+        let unit = self.inner.meta_unit.load(Ordering::Relaxed).max(PAGE);
         let mut pages: Vec<(u64, u64)> = ranges
             .iter()
             .filter(|(o, n)| *n > 0 && *o < len)
-            .map(|&(o, n)| (o / PAGE, (o.saturating_add(n).min(len)).div_ceil(PAGE)))
+            .map(|&(o, n)| {
+                let start = o / unit * unit;
+                let end = o
+                    .saturating_add(n)
+                    .min(len)
+                    .div_ceil(unit)
+                    .saturating_mul(unit);
+                (start / PAGE, end.min(len).div_ceil(PAGE))
+            })
             .collect();
         if pages.is_empty() {
             return;
@@ -769,6 +808,12 @@ impl ByteSource for Remote {
 
     fn wants_hints(&self) -> bool {
         true
+    }
+
+    fn page_size_hint(&self, bytes: u64) {
+        if bytes > PAGE && bytes <= PART && bytes.is_power_of_two() {
+            self.inner.meta_unit.store(bytes, Ordering::Relaxed);
+        }
     }
 
     fn current_identity(&self) -> Option<std::io::Result<String>> {

@@ -49,6 +49,12 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
         let _ = ranges;
     }
 
+    /// The file's own page size (a file written with paged aggregation keeps its metadata in
+    /// pages of this size): a remote source fetches metadata a whole page at a time.
+    fn page_size_hint(&self, bytes: u64) {
+        let _ = bytes;
+    }
+
     /// True when every read costs a request (a remote source): the layers above then work
     /// out and send [`ByteSource::prefetch`] hints, which cost them some lookups.
     fn wants_hints(&self) -> bool {

@@ -240,6 +240,9 @@ impl File {
         cache_file: u64,
     ) -> Result<Arc<File>> {
         let (superblock, storage) = Superblock::locate(&raw)?;
+        if let Some(page) = superblock.fs_page_size {
+            raw.source().page_size_hint(page);
+        }
         let file = File {
             storage,
             root: ObjectId(superblock.root_addr),
