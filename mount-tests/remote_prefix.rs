@@ -359,3 +359,73 @@ fn a_file_with_its_own_pages_is_fetched_in_whole_pages() {
     let local = Mount::background(&dir.join("paged.h5"), &[]);
     assert_eq!(walk(m.path()), walk(local.path()));
 }
+
+#[test]
+fn a_private_bucket_needs_credentials_which_a_profile_gives() {
+    let Some(sw) = Seaweed::start_public_only(&["open"]) else {
+        return;
+    };
+    sw.create_bucket("private");
+    let name = "chunked_many_latest.h5";
+    let bytes = fs::read(data_dir().join(name)).unwrap();
+    sw.put_object("private", &format!("p/{name}"), &bytes);
+    let endpoint = sw.endpoint();
+    // Anonymous: a clear one-line error and status 2, for an object and for a prefix.
+    for url in [
+        format!("s3://private/p/{name}"),
+        "s3://private/p/".to_string(),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(harness::BIN)
+            .arg(&url)
+            .arg(tmp.path())
+            .args([
+                "-o",
+                &format!("endpoint={endpoint},no_sign_request,region=us-east-1"),
+            ])
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("access denied") && err.contains("s3://private/p/"),
+            "{err}"
+        );
+        assert!(harness::mount_line(tmp.path()).is_none());
+    }
+    // A named profile in a credentials file gives the keys (never the command line).
+    let home = tempfile::tempdir().unwrap();
+    let creds = home.path().join("credentials");
+    fs::write(
+        &creds,
+        format!(
+            "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n\
+             [lab]\naws_access_key_id = {}\naws_secret_access_key = {}\nregion = {}\n",
+            sw.access_key(),
+            sw.secret_key(),
+            sw.region()
+        ),
+    )
+    .unwrap();
+    let config = home.path().join("config");
+    fs::write(&config, "").unwrap();
+    let url = format!("s3://private/p/{name}");
+    let m = Mount::by_command(|mp| {
+        let mut c = std::process::Command::new(harness::BIN);
+        c.arg(&url)
+            .arg(mp)
+            .args(["--endpoint", &endpoint, "--profile", "lab"])
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env("AWS_SHARED_CREDENTIALS_FILE", &creds)
+            .env("AWS_CONFIG_FILE", &config);
+        c
+    });
+    let local = Mount::background(&data_dir().join(name), &[]);
+    assert_eq!(walk(m.path()), walk(local.path()));
+    let line = harness::mount_line(m.path()).unwrap();
+    assert!(!line.contains(sw.secret_key()), "{line}");
+}

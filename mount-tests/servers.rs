@@ -994,12 +994,22 @@ impl Seaweed {
     /// Start SeaweedFS and wait (up to [`SEAWEED_START_TIMEOUT`]) until its S3 gateway answers
     /// a signed request. None (after saying why) when `weed` is not installed.
     pub fn start() -> Option<Seaweed> {
+        Seaweed::start_with_public(None)
+    }
+
+    /// [`Seaweed::start`], with anonymous requests allowed to read and list only the buckets
+    /// `public` (all others are private).
+    pub fn start_public_only(public: &[&str]) -> Option<Seaweed> {
+        Seaweed::start_with_public(Some(public))
+    }
+
+    fn start_with_public(public: Option<&[&str]>) -> Option<Seaweed> {
         let Some(bin) = weed_binary() else {
             return unavailable("SeaweedFS", "no weed binary found");
         };
         for attempt in 1..=START_ATTEMPTS {
             let started = Instant::now();
-            match Self::try_start(&bin) {
+            match Self::try_start(&bin, public) {
                 Ok(s) => {
                     eprintln!(
                         "SeaweedFS S3 on port {} ready in {:?}",
@@ -1020,7 +1030,7 @@ impl Seaweed {
         unreachable!()
     }
 
-    fn try_start(bin: &Path) -> Result<Seaweed, String> {
+    fn try_start(bin: &Path, public: Option<&[&str]>) -> Result<Seaweed, String> {
         let dir = tempfile::Builder::new()
             .prefix("h5mount-weed")
             .tempdir()
@@ -1029,6 +1039,13 @@ impl Seaweed {
         let data = d.join("data");
         std::fs::create_dir(&data).unwrap();
         let config = d.join("s3.json");
+        let anonymous: Vec<String> = match public {
+            None => vec!["Read".into(), "List".into()],
+            Some(buckets) => buckets
+                .iter()
+                .flat_map(|b| [format!("Read:{b}"), format!("List:{b}")])
+                .collect(),
+        };
         let identities = serde_json::json!({
             "identities": [
                 {
@@ -1036,7 +1053,7 @@ impl Seaweed {
                     "credentials": [{ "accessKey": S3_ACCESS_KEY, "secretKey": S3_SECRET_KEY }],
                     "actions": ["Admin", "Read", "List", "Tagging", "Write"]
                 },
-                { "name": "anonymous", "actions": ["Read", "List"] }
+                { "name": "anonymous", "actions": anonymous }
             ]
         });
         std::fs::write(&config, serde_json::to_vec_pretty(&identities).unwrap()).unwrap();
