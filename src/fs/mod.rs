@@ -444,6 +444,7 @@ impl H5Fs {
                 name: name.into(),
             });
         }
+        let mut groups = Vec::new();
         // `iter()` so this works whether the model hands out the links owned or shared.
         for link in links.iter() {
             let Some(child) = self.child(&node, link) else {
@@ -452,7 +453,12 @@ impl H5Fs {
             let kind = match child.kind {
                 NodeKind::Symlink { .. } => FileKind::Symlink,
                 NodeKind::Object(cid) => match self.kind(&child, cid) {
-                    Ok(ObjectKind::Group) => FileKind::Directory,
+                    Ok(ObjectKind::Group) => {
+                        if child.file == node.file {
+                            groups.push(cid);
+                        }
+                        FileKind::Directory
+                    }
                     Ok(_) => FileKind::RegularFile,
                     Err(e) => {
                         self.log_error("readdir", &e);
@@ -468,6 +474,7 @@ impl H5Fs {
                 name: link.name.clone(),
             });
         }
+        file.prefetch_groups(groups);
         self.add_sidecars(&node, &mut entries);
         let listing = Arc::new(Listing::new(entries));
         Ok(self.keep_listing(ino, gen, listing))

@@ -68,6 +68,10 @@ const MAX_SOFT_LINK_HOPS: usize = 40;
 /// Bytes of an object header hinted for prefetch when its group is listed: its first chunk
 /// and then some (the source rounds up to whole pages anyway).
 const HEADER_HINT: u64 = 4096;
+/// Background listings of child groups running at once (see [`File::prefetch_groups`]).
+pub const MAX_CRAWLS: usize = 4;
+/// Child groups one background listing covers (each on its own thread).
+pub const CRAWL_GROUPS: usize = 16;
 /// External links followed while resolving one path (libhdf5's default limit on link
 /// traversals is 16).
 pub const MAX_EXTERNAL_HOPS: usize = 16;
@@ -455,6 +459,52 @@ impl File {
             })
             .collect();
         self.storage.prefetch(&heads);
+    }
+
+    /// On a remote source, list the groups `ids` in the background, several at once (their
+    /// links, then their children's headers), so that a walk going on into them finds them
+    /// fetched: `find` or `ls -R` then costs about one round trip per level of the tree
+    /// rather than a few per group. At most [`MAX_CRAWLS`] such background listings run at a
+    /// time, of at most [`CRAWL_GROUPS`] groups each; beyond, nothing is prefetched.
+    pub fn prefetch_groups(self: &Arc<Self>, ids: Vec<ObjectId>) {
+        static CRAWLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        if !self.storage.wants_hints() {
+            return;
+        }
+        let ids: Vec<ObjectId> = ids
+            .into_iter()
+            .filter(|id| !self.links.lock().unwrap().contains(&id.0))
+            .take(CRAWL_GROUPS)
+            .collect();
+        if ids.is_empty()
+            || CRAWLS.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_CRAWLS
+        {
+            if !ids.is_empty() {
+                CRAWLS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            }
+            return;
+        }
+        let me = self.clone();
+        let crawl = move || {
+            std::thread::scope(|s| {
+                for id in &ids {
+                    let me = &me;
+                    s.spawn(move || {
+                        if let Ok(links) = me.links(*id) {
+                            me.prefetch_headers(&links);
+                        }
+                    });
+                }
+            });
+            CRAWLS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        };
+        if std::thread::Builder::new()
+            .name("h5mount-crawl".into())
+            .spawn(crawl)
+            .is_err()
+        {
+            CRAWLS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
     }
 
     /// Links of a group in creation order, where the group tracks it (h5py's order for
