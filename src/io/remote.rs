@@ -66,7 +66,8 @@ pub const PART: u64 = 4 << 20;
 pub const MERGE_GAP: u64 = 2 * PAGE;
 /// GETs in flight in the whole process.
 pub const MAX_REQUESTS: usize = 32;
-/// Sequential reads in a row before readahead starts.
+/// Sequential reads in a row before readahead starts (one for reads of [`DIRECT_READ`] or
+/// more).
 pub const RA_STREAK: u32 = 2;
 /// First readahead window.
 pub const RA_MIN: u64 = 2 << 20;
@@ -658,7 +659,13 @@ impl Inner {
                 s.next = end;
                 s.streak = s.streak.saturating_add(1);
             }
-            if forward && s.streak >= RA_STREAK {
+            // Large reads one after the other are a stream at once (random reads are small),
+            // with a window of a few of them.
+            let large = end - offset >= DIRECT_READ as u64;
+            if forward && large && s.streak == 1 {
+                s.window = s.window.max(8 * (end - offset)).min(self.ra_max);
+            }
+            if forward && (s.streak >= RA_STREAK || large) {
                 let from = s.ahead.max(s.next);
                 let target = (s.next + s.window).min(self.len);
                 // Send in batches of at least half a window, not one page per read (and the
