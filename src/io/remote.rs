@@ -72,7 +72,7 @@ pub const RA_STREAK: u32 = 2;
 /// First readahead window.
 pub const RA_MIN: u64 = 2 << 20;
 /// Largest readahead window (also at most half the data budget).
-pub const RA_MAX: u64 = 32 << 20;
+pub const RA_MAX: u64 = 16 << 20;
 /// How far before a stream's position a read may start and still continue it (reads of one
 /// stream arrive slightly out of order from several FUSE threads), at least; reads may also
 /// start two of their own lengths before it.
