@@ -195,8 +195,36 @@ pub trait ChunkIndex: Send + Sync + std::fmt::Debug {
     fn lookup(&self, coords: &[u64]) -> Result<Option<ChunkRecord>>;
 }
 
+/// The index of a dataset whose index was never written: libhdf5 creates a chunk index with
+/// the first chunk it writes, so until then the layout message holds the undefined address,
+/// whatever the index type. Every chunk is unallocated and reads as the fill value.
+#[derive(Debug)]
+struct Unwritten;
+
+impl ChunkIndex for Unwritten {
+    fn lookup(&self, _coords: &[u64]) -> Result<Option<ChunkRecord>> {
+        Ok(None)
+    }
+}
+
+/// Where the index `spec` describes lies (its header, root node or first chunk).
+fn index_addr(spec: &ChunkIndexSpec) -> u64 {
+    match *spec {
+        ChunkIndexSpec::BtreeV1 { addr }
+        | ChunkIndexSpec::SingleChunk { addr, .. }
+        | ChunkIndexSpec::Implicit { addr }
+        | ChunkIndexSpec::FixedArray { addr, .. }
+        | ChunkIndexSpec::ExtensibleArray { addr, .. }
+        | ChunkIndexSpec::BtreeV2 { addr, .. } => addr,
+    }
+}
+
 /// Open the index described by a layout message. Cheap: at most the index header is read.
 pub fn open(spec: &ChunkIndexSpec, params: IndexParams) -> Result<Box<dyn ChunkIndex>> {
+    if index_addr(spec) == UNDEFINED_ADDR {
+        params.validate("chunk index", UNDEFINED_ADDR)?;
+        return Ok(Box::new(Unwritten));
+    }
     Ok(match *spec {
         ChunkIndexSpec::BtreeV1 { addr } => Box::new(btree_v1::BtreeV1Index::open(params, addr)?),
         ChunkIndexSpec::SingleChunk {
@@ -228,6 +256,44 @@ mod tests {
     use serde_json::Value;
     use sha2::{Digest, Sha256};
     use std::path::{Path, PathBuf};
+
+    #[test]
+    fn an_index_never_written_has_no_chunk_whatever_its_type() {
+        let u = UNDEFINED_ADDR;
+        let specs = [
+            ChunkIndexSpec::BtreeV1 { addr: u },
+            ChunkIndexSpec::SingleChunk {
+                addr: u,
+                filtered_size: Some(10),
+                filter_mask: 0,
+            },
+            ChunkIndexSpec::Implicit { addr: u },
+            ChunkIndexSpec::FixedArray {
+                addr: u,
+                page_bits: 10,
+            },
+            ChunkIndexSpec::ExtensibleArray {
+                addr: u,
+                max_bits: 32,
+                index_elements: 4,
+                min_pointers: 4,
+                min_elements: 16,
+                page_bits: 10,
+            },
+            ChunkIndexSpec::BtreeV2 {
+                addr: u,
+                node_size: 2048,
+                split_percent: 100,
+                merge_percent: 40,
+            },
+        ];
+        for spec in &specs {
+            // The file is empty: any read of an index structure would fail.
+            let (_f, p) = empty_params(true);
+            let index = open(spec, p).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+            assert_eq!(index.lookup(&[1, 1]).unwrap(), None, "{spec:?}");
+        }
+    }
 
     #[test]
     fn linear_numbering() {
