@@ -476,8 +476,7 @@ impl File {
             .filter(|id| !self.links.lock().unwrap().contains(&id.0))
             .take(CRAWL_GROUPS)
             .collect();
-        if ids.is_empty()
-            || CRAWLS.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_CRAWLS
+        if ids.is_empty() || CRAWLS.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_CRAWLS
         {
             if !ids.is_empty() {
                 CRAWLS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
