@@ -452,3 +452,52 @@ impl FdWatch {
         self.thread.take().map_or(0, |t| t.join().unwrap_or(0))
     }
 }
+
+/// What a walk of a mounted tree sees at each path below `root`: kind, size, symlink text,
+/// and the bytes' digest read three ways (or the errno reading them failed with).
+pub fn walk(root: &Path) -> std::collections::BTreeMap<String, String> {
+    let rel = |p: &Path| p.strip_prefix(root).unwrap().display().to_string();
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        let mut names: Vec<_> = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+            Err(e) => {
+                out.insert(rel(&dir), format!("readdir: {:?}", e.raw_os_error()));
+                continue;
+            }
+        };
+        names.sort();
+        for p in names {
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            let what = if md.file_type().is_symlink() {
+                format!("symlink {}", std::fs::read_link(&p).unwrap().display())
+            } else if md.is_dir() {
+                todo.push(p.clone());
+                "dir".to_string()
+            } else {
+                let bytes = match read_three_ways(&p, md.len() as usize) {
+                    Ok(h) => h,
+                    Err(_) => format!(
+                        "error {:?}",
+                        std::fs::read(&p).err().and_then(|e| e.raw_os_error())
+                    ),
+                };
+                format!("file {} {bytes}", md.len())
+            };
+            out.insert(rel(&p), what);
+        }
+    }
+    out
+}
+
+/// The mount's statistics (`user.h5mount.stats` on its root) as numbers.
+pub fn stats(m: &Mount) -> std::collections::BTreeMap<String, u64> {
+    let text = String::from_utf8(getxattr(m.path(), "user.h5mount.stats").unwrap()).unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}

@@ -52,52 +52,11 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use harness::{read_three_ways, Mount};
+use harness::{stats, walk, Mount};
 use servers::{Nginx, Seaweed};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data")
-}
-
-/// What a walk of a mounted tree sees at each path: kind, size, symlink text, and the bytes'
-/// digest (or the errno reading them failed with).
-fn walk(root: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        let mut names: Vec<_> = match fs::read_dir(&dir) {
-            Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
-            Err(e) => {
-                out.insert(rel(root, &dir), format!("readdir: {:?}", e.raw_os_error()));
-                continue;
-            }
-        };
-        names.sort();
-        for p in names {
-            let md = fs::symlink_metadata(&p).unwrap();
-            let what = if md.file_type().is_symlink() {
-                format!("symlink {}", fs::read_link(&p).unwrap().display())
-            } else if md.is_dir() {
-                todo.push(p.clone());
-                "dir".to_string()
-            } else {
-                let bytes = match read_three_ways(&p, md.len() as usize) {
-                    Ok(h) => h,
-                    Err(_) => format!(
-                        "error {:?}",
-                        fs::read(&p).err().and_then(|e| e.raw_os_error())
-                    ),
-                };
-                format!("file {} {bytes}", md.len())
-            };
-            out.insert(rel(root, &p), what);
-        }
-    }
-    out
-}
-
-fn rel(root: &Path, p: &Path) -> String {
-    p.strip_prefix(root).unwrap().display().to_string()
 }
 
 /// The requests nginx logged, as "METHOD STATUS".
@@ -152,18 +111,6 @@ fn the_corpus_over_http_is_the_local_corpus() {
         followed > 12,
         "entries of files that name other files: {followed}"
     );
-}
-
-/// The mount's statistics (`user.h5mount.stats`) as numbers.
-fn stats(m: &Mount) -> BTreeMap<String, u64> {
-    let text =
-        String::from_utf8(harness::getxattr(m.path(), "user.h5mount.stats").unwrap()).unwrap();
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
 }
 
 #[test]

@@ -12,64 +12,14 @@
 mod harness;
 mod servers;
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use harness::{read_three_ways, Mount};
+use harness::{stats, walk, Mount};
 use servers::Seaweed;
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data")
-}
-
-/// Kind, size, symlink text and bytes' digest (or errno) of every path below `root`.
-fn walk(root: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        let mut names: Vec<_> = match fs::read_dir(&dir) {
-            Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
-            Err(e) => {
-                let rel = dir.strip_prefix(root).unwrap().display().to_string();
-                out.insert(rel, format!("readdir: {:?}", e.raw_os_error()));
-                continue;
-            }
-        };
-        names.sort();
-        for p in names {
-            let md = fs::symlink_metadata(&p).unwrap();
-            let what = if md.file_type().is_symlink() {
-                format!("symlink {}", fs::read_link(&p).unwrap().display())
-            } else if md.is_dir() {
-                todo.push(p.clone());
-                "dir".to_string()
-            } else {
-                let bytes = match read_three_ways(&p, md.len() as usize) {
-                    Ok(h) => h,
-                    Err(_) => format!(
-                        "error {:?}",
-                        fs::read(&p).err().and_then(|e| e.raw_os_error())
-                    ),
-                };
-                format!("file {} {bytes}", md.len())
-            };
-            out.insert(p.strip_prefix(root).unwrap().display().to_string(), what);
-        }
-    }
-    out
-}
-
-/// The mount's statistics as numbers.
-fn stats(m: &Mount) -> BTreeMap<String, u64> {
-    let text =
-        String::from_utf8(harness::getxattr(m.path(), "user.h5mount.stats").unwrap()).unwrap();
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
 }
 
 fn mount_prefix(sw: &Seaweed, url: &str) -> Mount {

@@ -44,8 +44,7 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What is mounted.
 enum Source {
-    /// The mounted file, and the resolver that opened it when the file does not own it.
-    File(Arc<File>, Option<Arc<Resolver>>),
+    File(Arc<File>),
     Dir(Arc<Resolver>),
 }
 
@@ -121,7 +120,7 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
         Err(e) => return Err(format!("{}: root group: {e}", f.display())),
     }
     Ok(Prepared {
-        source: Source::File(file, None),
+        source: Source::File(file),
         fs_opts,
         mount_dev: mp_meta.dev(),
         stamp: Stamp::of_meta(&meta),
@@ -164,8 +163,6 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
     use h5mount::io::remote::{is_prefix, RemoteOrigin};
     let shown = display_url(url);
     let ropts = remote_options(cfg)?;
-    let (origin, path) = RemoteOrigin::of(url, &ropts).map_err(|e| e.to_string())?;
-    let max_open_files = cfg.max_open_files;
     let fs_opts = FsOptions {
         uid: cfg.uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw()),
         gid: cfg.gid.unwrap_or_else(|| nix::unistd::getegid().as_raw()),
@@ -175,6 +172,7 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
         refresh: cfg.refresh,
     };
     if is_prefix(url) {
+        let (origin, path) = RemoteOrigin::of(url, &ropts).map_err(|e| e.to_string())?;
         // One LIST now: a missing bucket or refused access is an error before mounting.
         h5mount::io::Opener::list(&*origin, &path).map_err(|e| e.to_string())?;
         let resolver = Resolver::new(ResolverOptions {
@@ -183,7 +181,7 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
                 p => p,
             }),
             allow_outside_paths: cfg.allow_external_paths,
-            max_open_files,
+            max_open_files: cfg.max_open_files,
             cache_bytes: cfg.cache_size,
             origin: Some(origin),
         });
@@ -194,22 +192,13 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
             stamp: Stamp::unknown(),
         });
     }
-    let dir = Path::new(&path)
-        .parent()
-        .unwrap_or(Path::new("/"))
-        .to_path_buf();
-    let resolver = Resolver::new(ResolverOptions {
-        root: dir,
-        allow_outside_paths: cfg.allow_external_paths,
-        max_open_files,
+    let opts = OpenOptions {
         cache_bytes: cfg.cache_size,
-        origin: Some(origin),
-    });
-    let idx = resolver
-        .register_path(Path::new(&path))
-        .map_err(|e| format!("{shown}: {e}"))?;
-    let file = resolver.get(idx).map_err(|e| match e {
-        h5mount::Error::NotFound(_) => format!("{shown}: no such object"),
+        allow_outside_paths: cfg.allow_external_paths,
+        max_open_files: cfg.max_open_files,
+        root: None,
+    };
+    let file = File::open_url(url, &opts, &ropts).map_err(|e| match e {
         h5mount::Error::Io { source, .. } => source.to_string(),
         e => format!("{shown}: {e}"),
     })?;
@@ -220,7 +209,7 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
     }
     let size = file.storage().source().len();
     Ok(Prepared {
-        source: Source::File(file, Some(resolver)),
+        source: Source::File(file),
         fs_opts: FsOptions {
             file_size: size,
             ..fs_opts
@@ -399,7 +388,7 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
     }
     let mountpoint = cfg.mountpoint.clone();
     let fs = match prepared.source {
-        Source::File(file, _keep) => H5Fs::new(file, prepared.fs_opts),
+        Source::File(file) => H5Fs::new(file, prepared.fs_opts),
         Source::Dir(resolver) => H5Fs::for_directory(resolver, prepared.fs_opts),
     };
     let mopts = MountOptions {

@@ -43,6 +43,18 @@ pub struct Listing {
     by_name: HashMap<String, usize>,
 }
 
+/// The `.` and `..` entries of the directory `ino` whose parent is `parent`.
+pub fn dots(ino: u64, parent: u64) -> Vec<DirEntry> {
+    [(".", ino), ("..", parent)]
+        .into_iter()
+        .map(|(name, ino)| DirEntry {
+            ino,
+            kind: FileKind::Directory,
+            name: name.into(),
+        })
+        .collect()
+}
+
 impl Listing {
     /// A listing from its entries (`.` and `..` included by the caller).
     pub fn new(entries: Vec<DirEntry>) -> Listing {

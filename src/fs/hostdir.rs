@@ -205,18 +205,7 @@ impl H5Fs {
             FsError::Errno(libc::EIO)
         })?;
         self.remember_stamp(node, &meta);
-        let mut entries = vec![
-            DirEntry {
-                ino: node.ino,
-                kind: FileKind::Directory,
-                name: ".".into(),
-            },
-            DirEntry {
-                ino: node.parent,
-                kind: FileKind::Directory,
-                name: "..".into(),
-            },
-        ];
+        let mut entries = dir::dots(node.ino, node.parent);
         let mut found: Vec<(String, std::fs::FileType)> = Vec::new();
         for e in read.flatten() {
             let child_path = super::inode::join_path(&node.path, &e.file_name().to_string_lossy());
@@ -261,18 +250,7 @@ impl H5Fs {
             });
             FsError::Errno(libc::EIO)
         })?;
-        let mut entries = vec![
-            DirEntry {
-                ino: node.ino,
-                kind: FileKind::Directory,
-                name: ".".into(),
-            },
-            DirEntry {
-                ino: node.parent,
-                kind: FileKind::Directory,
-                name: "..".into(),
-            },
-        ];
+        let mut entries = dir::dots(node.ino, node.parent);
         for e in listed {
             let child_path = super::inode::join_path(&node.path, &e.name);
             if let Some(why) = dir::bad_name(&e.name) {
@@ -293,16 +271,7 @@ impl H5Fs {
             } else {
                 (NodeKind::HostFile { rel: child_rel }, FileIdx::MAX)
             };
-            let shown = match kind {
-                NodeKind::HostFile { .. } => FileKind::RegularFile,
-                _ => FileKind::Directory,
-            };
-            let child = self.inodes.host(node, &e.name, kind, file);
-            entries.push(DirEntry {
-                ino: child.ino,
-                kind: shown,
-                name: e.name,
-            });
+            entries.push(self.host_child(node, &e.name, kind, file));
         }
         Ok(Listing::new(entries))
     }
@@ -342,16 +311,21 @@ impl H5Fs {
             self.leave_out(path, || format!("{what} is not served"));
             return None;
         };
-        let kind_shown = match kind {
+        Some(self.host_child(parent, name, kind, file))
+    }
+
+    /// The entry `name` of `parent`, a host directory, file or HDF5 file root (of `file`).
+    fn host_child(&self, parent: &Node, name: &str, kind: NodeKind, file: FileIdx) -> DirEntry {
+        let shown = match kind {
             NodeKind::HostFile { .. } => FileKind::RegularFile,
             _ => FileKind::Directory,
         };
         let child = self.inodes.host(parent, name, kind, file);
-        Some(DirEntry {
+        DirEntry {
             ino: child.ino,
-            kind: kind_shown,
+            kind: shown,
             name: name.to_string(),
-        })
+        }
     }
 
     /// The entry for the symlink `name` of `parent` (see the module docs).

@@ -436,14 +436,8 @@ impl H5Fs {
         let file = self.file_of(&node)?;
         let links = file.links(id).map_err(|e| FsError::model(&node.path, e))?;
         file.prefetch_headers(&links);
-        let mut entries = Vec::with_capacity(links.len().saturating_add(2));
-        for (name, ino) in [(".", ino), ("..", node.parent)] {
-            entries.push(DirEntry {
-                ino,
-                kind: FileKind::Directory,
-                name: name.into(),
-            });
-        }
+        let mut entries = dir::dots(ino, node.parent);
+        entries.reserve(links.len());
         let mut groups = Vec::new();
         // `iter()` so this works whether the model hands out the links owned or shared.
         for link in links.iter() {

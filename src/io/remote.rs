@@ -407,11 +407,28 @@ fn classify(url: &str, what: &str, e: object_store::Error) -> std::io::Error {
     }
 }
 
-/// The store `url` (an `s3://` or `http(s)://` URL) lives in, and the path of `url` in it.
-fn store_for(
-    url: &str,
-    opts: &RemoteOptions,
-) -> std::io::Result<(Arc<dyn ObjectStore>, StorePath)> {
+/// `url` split into its origin (`https://host`, `s3://bucket`) and its path (`/dir/f.h5`; `/`
+/// for a whole bucket). An HTTP URL must have a path.
+fn split_url(url: &str) -> std::io::Result<(&str, &str)> {
+    let scheme_end = url
+        .find("://")
+        .map(|i| i + 3)
+        .ok_or_else(|| bad_url(url, "not a URL"))?;
+    let host_end = url[scheme_end..]
+        .find('/')
+        .map_or(url.len(), |i| i + scheme_end);
+    let (base, path) = url.split_at(host_end);
+    if base.len() == scheme_end {
+        return Err(bad_url(url, "no host or bucket in the URL"));
+    }
+    if !url.starts_with("s3://") && path.is_empty() {
+        return Err(bad_url(url, "no path in the URL"));
+    }
+    Ok((base, if path.is_empty() { "/" } else { path }))
+}
+
+/// The store of the origin `base` (`s3://bucket` or `http(s)://host`).
+fn store_for(base: &str, opts: &RemoteOptions) -> std::io::Result<Arc<dyn ObjectStore>> {
     let retry = object_store::RetryConfig {
         retry_timeout: opts.retry_total,
         ..Default::default()
@@ -420,14 +437,7 @@ fn store_for(
         .with_timeout(opts.request_timeout)
         .with_connect_timeout(opts.request_timeout)
         .with_allow_http(true);
-    if let Some(rest) = url.strip_prefix("s3://") {
-        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(bad_url(
-                url,
-                "expected s3://BUCKET/KEY or s3://BUCKET/PREFIX/",
-            ));
-        }
+    if let Some(bucket) = base.strip_prefix("s3://") {
         let mut b = object_store::aws::AmazonS3Builder::from_env()
             .with_bucket_name(bucket)
             .with_client_options(client)
@@ -449,29 +459,17 @@ fn store_for(
         if let Some(r) = &opts.region {
             b = b.with_region(r.clone());
         }
-        let store = b.build().map_err(|e| bad_url(url, &e.to_string()))?;
-        return Ok((Arc::new(store), StorePath::from(key)));
+        let store = b.build().map_err(|e| bad_url(base, &e.to_string()))?;
+        return Ok(Arc::new(store));
     }
-    let after_scheme = url
-        .find("://")
-        .map(|i| i + 3)
-        .ok_or_else(|| bad_url(url, "not a URL"))?;
-    let path_at = url[after_scheme..]
-        .find('/')
-        .map(|i| i + after_scheme)
-        .ok_or_else(|| bad_url(url, "no path in the URL"))?;
-    let (base, path) = url.split_at(path_at);
     let store = object_store::http::HttpBuilder::new()
         .with_url(base)
         .with_client_options(client)
         .with_retry(retry)
         .with_http_connector(CountingConnector)
         .build()
-        .map_err(|e| bad_url(url, &e.to_string()))?;
-    Ok((
-        Arc::new(store),
-        StorePath::from(path.trim_start_matches('/')),
-    ))
+        .map_err(|e| bad_url(base, &e.to_string()))?;
+    Ok(Arc::new(store))
 }
 
 /// One reader's progress through an object (see the module docs).
@@ -692,14 +690,8 @@ impl Remote {
         if is_prefix(url) {
             return Err(bad_url(url, "names a prefix, not an object"));
         }
-        let (store, path) = store_for(url, opts)?;
-        let rt = runtime()?;
-        let meta = rt
-            .block_on(store.head(&path))
-            .map_err(|e| classify(url, "HEAD", e))?;
-        let r = Remote::with_meta(store, path, url, meta.size, meta.e_tag, opts);
-        r.inner.count(|s| &s.heads, 1);
-        Ok(r)
+        let (origin, path) = RemoteOrigin::of(url, opts)?;
+        origin.object(&path)
     }
 
     /// An object whose length and ETag are known already (from a listing): no request.
@@ -729,11 +721,6 @@ impl Remote {
                 stats: RemoteStats::default(),
             }),
         }
-    }
-
-    /// The object's URL.
-    pub fn url(&self) -> &str {
-        &self.inner.url
     }
 
     /// Read at `offset`, as data (readahead, data pages) or as metadata.
@@ -870,24 +857,6 @@ fn identity_of(url: &str, len: u64, etag: Option<&str>) -> String {
 
 // ---------------------------------------------------------------------------------------
 
-/// An object found by a listing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Listed {
-    /// Its name within the listed prefix (no `/`).
-    pub name: String,
-    pub size: u64,
-    pub etag: Option<String>,
-    /// Last modification, seconds since the epoch.
-    pub modified: i64,
-}
-
-/// What one prefix holds: sub-prefixes (names without the trailing `/`) and objects.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Listing {
-    pub dirs: Vec<String>,
-    pub objects: Vec<Listed>,
-}
-
 /// The objects of one HTTP(S) server (`https://host`) or one bucket (`s3://bucket`): the
 /// [`Opener`] of a remote mount. Paths are the part of a URL after the host or bucket
 /// (`/dir/file.h5`). One client (and its connection pool) serves every object. Objects a
@@ -897,9 +866,9 @@ pub struct RemoteOrigin {
     /// `https://host` or `s3://bucket` (no trailing `/`).
     base: String,
     opts: RemoteOptions,
-    listed: Mutex<std::collections::HashMap<String, Listed>>,
-    /// Listings by directory (kept for the life of the mount: one LIST per directory).
-    dirs: Mutex<std::collections::HashMap<String, Arc<Listing>>>,
+    /// Listings by directory (`a/b`, no slashes around; kept for the life of the mount: one
+    /// LIST per directory), sorted by name.
+    dirs: Mutex<std::collections::HashMap<String, Arc<Vec<OriginEntry>>>>,
 }
 
 impl std::fmt::Debug for RemoteOrigin {
@@ -914,28 +883,12 @@ impl RemoteOrigin {
     /// The origin of `url` and the path of `url` in it (`/` for a whole bucket). Sends no
     /// request.
     pub fn of(url: &str, opts: &RemoteOptions) -> std::io::Result<(Arc<RemoteOrigin>, String)> {
-        let scheme_end = url
-            .find("://")
-            .map(|i| i + 3)
-            .ok_or_else(|| bad_url(url, "not a URL"))?;
-        let host_end = url[scheme_end..]
-            .find('/')
-            .map_or(url.len(), |i| i + scheme_end);
-        let (base, path) = url.split_at(host_end);
-        if base.len() == scheme_end {
-            return Err(bad_url(url, "no host or bucket in the URL"));
-        }
-        if !url.starts_with("s3://") && path.is_empty() {
-            return Err(bad_url(url, "no path in the URL"));
-        }
-        let (store, _) = store_for(&format!("{base}/"), opts)?;
-        let path = if path.is_empty() { "/" } else { path };
+        let (base, path) = split_url(url)?;
         Ok((
             Arc::new(RemoteOrigin {
-                store,
+                store: store_for(base, opts)?,
                 base: base.to_string(),
                 opts: opts.clone(),
-                listed: Mutex::new(Default::default()),
                 dirs: Mutex::new(Default::default()),
             }),
             path.to_string(),
@@ -954,23 +907,17 @@ impl RemoteOrigin {
     /// The object at `path`, opened with one HEAD (none if a listing described it).
     pub fn object(&self, path: &str) -> std::io::Result<Remote> {
         let url = self.url(path);
-        let known = self
-            .listed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(path)
-            .cloned();
-        if let Some(l) = known {
+        let key = Self::key(path);
+        if let Some(e) = self.listed(path) {
             return Ok(Remote::with_meta(
                 self.store.clone(),
-                Self::key(path),
+                key,
                 &url,
-                l.size,
-                l.etag,
+                e.size,
+                e.etag,
                 &self.opts,
             ));
         }
-        let key = Self::key(path);
         let meta = runtime()?
             .block_on(self.store.head(&key))
             .map_err(|e| classify(&url, "HEAD", e))?;
@@ -986,18 +933,9 @@ impl RemoteOrigin {
         Ok(r)
     }
 
-    /// Forget what listings said of `path` (it changed): the next open asks the server.
-    pub fn forget(&self, path: &str) {
-        self.listed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(path);
-    }
-
-    /// What the directory `path` of a bucket holds: ListObjectsV2 with a `/` delimiter (one
-    /// request per 1,000 keys). The objects' sizes and ETags are remembered, so opening
-    /// one sends no HEAD.
-    pub fn list_now(&self, path: &str) -> std::io::Result<Listing> {
+    /// What the directory `path` of a bucket holds, sorted by name: ListObjectsV2 with a `/`
+    /// delimiter (one request per 1,000 keys), sent now.
+    pub fn list_now(&self, path: &str) -> std::io::Result<Vec<OriginEntry>> {
         if !self.base.starts_with("s3://") {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
@@ -1005,46 +943,35 @@ impl RemoteOrigin {
             ));
         }
         let dir = path.trim_matches('/');
-        let url = format!(
-            "{}/{}",
-            self.base,
-            if dir.is_empty() {
-                String::new()
-            } else {
-                format!("{dir}/")
-            }
-        );
+        let url = match dir {
+            "" => format!("{}/", self.base),
+            d => format!("{}/{d}/", self.base),
+        };
         let prefix = (!dir.is_empty()).then(|| StorePath::from(dir));
         let got = runtime()?
             .block_on(self.store.list_with_delimiter(prefix.as_ref()))
             .map_err(|e| classify(&url, "LIST", e))?;
-        let last = |p: &StorePath| p.filename().map(str::to_string);
-        let mut out = Listing {
-            dirs: got.common_prefixes.iter().filter_map(last).collect(),
-            objects: got
-                .objects
-                .iter()
-                .filter_map(|o| {
-                    Some(Listed {
-                        name: last(&o.location)?,
-                        size: o.size,
-                        etag: o.e_tag.clone(),
-                        modified: o.last_modified.timestamp(),
-                    })
-                })
-                .collect(),
-        };
-        out.dirs.sort();
-        out.objects.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut known = self.listed.lock().unwrap_or_else(|e| e.into_inner());
-        for o in &out.objects {
-            let p = if dir.is_empty() {
-                format!("/{}", o.name)
-            } else {
-                format!("/{dir}/{}", o.name)
-            };
-            known.insert(p, o.clone());
-        }
+        let name = |p: &StorePath| p.filename().map(str::to_string);
+        let dirs = got.common_prefixes.iter().filter_map(|p| {
+            Some(OriginEntry {
+                name: name(p)?,
+                dir: true,
+                size: 0,
+                modified: 0,
+                etag: None,
+            })
+        });
+        let objects = got.objects.iter().filter_map(|o| {
+            Some(OriginEntry {
+                name: name(&o.location)?,
+                dir: false,
+                size: o.size,
+                modified: o.last_modified.timestamp(),
+                etag: o.e_tag.clone(),
+            })
+        });
+        let mut out: Vec<OriginEntry> = dirs.chain(objects).collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }
 }
@@ -1060,56 +987,22 @@ impl Opener for RemoteOrigin {
 
     fn list(&self, path: &str) -> std::io::Result<Vec<OriginEntry>> {
         let key = path.trim_matches('/').to_string();
-        let cached = self
-            .dirs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .cloned();
-        let listing = match cached {
-            Some(l) => l,
-            None => {
-                let l = Arc::new(self.list_now(path)?);
-                self.dirs
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, l.clone());
-                l
-            }
-        };
-        let mut out: Vec<OriginEntry> = listing
-            .dirs
-            .iter()
-            .map(|d| OriginEntry {
-                name: d.clone(),
-                dir: true,
-                size: 0,
-                modified: 0,
-            })
-            .chain(listing.objects.iter().map(|o| OriginEntry {
-                name: o.name.clone(),
-                dir: false,
-                size: o.size,
-                modified: o.modified,
-            }))
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        let lock = || self.dirs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = lock().get(&key) {
+            return Ok(l.as_ref().clone());
+        }
+        let l = Arc::new(self.list_now(path)?);
+        lock().insert(key, l.clone());
+        Ok(l.as_ref().clone())
     }
 
     fn listed(&self, path: &str) -> Option<OriginEntry> {
-        let l = self
-            .listed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(path)
-            .cloned()?;
-        Some(OriginEntry {
-            name: l.name,
-            dir: false,
-            size: l.size,
-            modified: l.modified,
-        })
+        let path = path.trim_matches('/');
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
+        let l = dirs.get(dir)?;
+        let i = l.binary_search_by(|e| e.name.as_str().cmp(name)).ok()?;
+        Some(l[i].clone()).filter(|e| !e.dir)
     }
 }
 
@@ -1127,11 +1020,12 @@ mod tests {
         assert!(!is_prefix("s3://b/k.h5") && !is_prefix("https://h/d/"));
         let o = RemoteOptions::default();
         assert!(Remote::open("s3://bucket", &o).is_err());
-        assert!(store_for("s3:///key", &o).is_err());
-        assert!(store_for("http://host", &o).is_err());
-        let (_, p) = store_for("http://127.0.0.1:1/a/b.h5", &o).unwrap();
-        assert_eq!(p.as_ref(), "a/b.h5");
-        use crate::io::Opener;
+        assert!(split_url("s3:///key").is_err());
+        assert!(split_url("http://host").is_err());
+        assert_eq!(
+            split_url("http://127.0.0.1:1/a/b.h5").unwrap(),
+            ("http://127.0.0.1:1", "/a/b.h5")
+        );
         let (o, p) = RemoteOrigin::of("s3://b/x/y/", &o).unwrap();
         assert_eq!((o.base(), p.as_str()), ("s3://b", "/x/y/"));
         assert_eq!(o.url("/x/y/f.h5"), "s3://b/x/y/f.h5");

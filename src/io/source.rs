@@ -120,6 +120,8 @@ pub struct OriginEntry {
     pub size: u64,
     /// Last modification, seconds since the epoch (0 for a directory).
     pub modified: i64,
+    /// The object's ETag, when the listing gave one.
+    pub etag: Option<String>,
 }
 
 /// What a remote source has asked its server.

@@ -132,11 +132,22 @@ impl File {
         let resolver = Resolver::isolated(options.cache_bytes);
         let name = source.name();
         let idx = resolver.register_source(&name);
+        File::open_owned(source, Path::new(&name), resolver, idx)
+    }
+
+    /// Open `source` (found at `path`) as file `idx` of `resolver`, owning the resolver:
+    /// the resolver hands this file out while the caller keeps it.
+    fn open_owned(
+        source: Arc<dyn crate::io::ByteSource>,
+        path: &Path,
+        resolver: Arc<Resolver>,
+        idx: FileIdx,
+    ) -> Result<Arc<File>> {
         let cache = resolver.chunk_cache().clone();
         let cache_file = cache.new_file_id();
         let file = File::open_storage(
             Storage::from_source(source),
-            Path::new(&name),
+            path,
             Back::Owner(resolver.clone()),
             idx,
             cache,
@@ -175,18 +186,7 @@ impl File {
         });
         let idx = resolver.register_path(Path::new(&path))?;
         let source = origin.open(&path).map_err(io)?;
-        let cache = resolver.chunk_cache().clone();
-        let cache_file = cache.new_file_id();
-        let file = File::open_storage(
-            Storage::from_source(source),
-            Path::new(&path),
-            Back::Owner(resolver.clone()),
-            idx,
-            cache,
-            cache_file,
-        )?;
-        resolver.adopt(idx, &file);
-        Ok(file)
+        File::open_owned(source, Path::new(&path), resolver, idx)
     }
 
     /// Open `path` as file `idx` of `resolver`, decoding into `cache` under `cache_file`.
@@ -467,7 +467,8 @@ impl File {
     /// rather than a few per group. At most [`MAX_CRAWLS`] such background listings run at a
     /// time, of at most [`CRAWL_GROUPS`] groups each; beyond, nothing is prefetched.
     pub fn prefetch_groups(self: &Arc<Self>, ids: Vec<ObjectId>) {
-        static CRAWLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        use std::sync::atomic::{AtomicUsize, Ordering::AcqRel};
+        static CRAWLS: AtomicUsize = AtomicUsize::new(0);
         if !self.storage.wants_hints() {
             return;
         }
@@ -476,34 +477,36 @@ impl File {
             .filter(|id| !self.links.lock().unwrap().contains(&id.0))
             .take(CRAWL_GROUPS)
             .collect();
-        if ids.is_empty() || CRAWLS.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_CRAWLS
-        {
-            if !ids.is_empty() {
-                CRAWLS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        if ids.is_empty() {
+            return;
+        }
+        // A crawl's slot, given back when the crawl ends (or never starts).
+        struct Slot;
+        impl Drop for Slot {
+            fn drop(&mut self) {
+                CRAWLS.fetch_sub(1, AcqRel);
             }
+        }
+        let slot = Slot;
+        if CRAWLS.fetch_add(1, AcqRel) >= MAX_CRAWLS {
             return;
         }
         let me = self.clone();
-        let crawl = move || {
-            std::thread::scope(|s| {
-                for id in &ids {
-                    let me = &me;
-                    s.spawn(move || {
-                        if let Ok(links) = me.links(*id) {
-                            me.prefetch_headers(&links);
-                        }
-                    });
-                }
-            });
-            CRAWLS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        };
-        if std::thread::Builder::new()
+        let _ = std::thread::Builder::new()
             .name("h5mount-crawl".into())
-            .spawn(crawl)
-            .is_err()
-        {
-            CRAWLS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        }
+            .spawn(move || {
+                let _slot = slot;
+                std::thread::scope(|s| {
+                    for &id in &ids {
+                        let me = &me;
+                        s.spawn(move || {
+                            if let Ok(links) = me.links(id) {
+                                me.prefetch_headers(&links);
+                            }
+                        });
+                    }
+                });
+            });
     }
 
     /// Links of a group in creation order, where the group tracks it (h5py's order for

@@ -404,10 +404,7 @@ impl Resolver {
                 ),
             ));
         }
-        Ok(Located {
-            canonical: path.clone(),
-            path,
-        })
+        Ok(object_of_origin(&path))
     }
 
     /// The index of the file at `loc`, known from now on (nothing is opened).
@@ -460,12 +457,7 @@ impl Resolver {
     pub fn register_path(&self, path: &Path) -> Result<FileIdx> {
         if self.origin.is_some() {
             // An object of the origin, named by the user or a listing: no policy to apply.
-            let path = fold(&Path::new("/").join(path));
-            let loc = Located {
-                canonical: path.clone(),
-                path,
-            };
-            return Ok(self.register(Kind::Hdf5, &loc));
+            return Ok(self.register(Kind::Hdf5, &object_of_origin(path)));
         }
         let loc = self.locate(Path::new("/"), &path.to_string_lossy(), "file")?;
         Ok(self.register(Kind::Hdf5, &loc))
@@ -682,6 +674,16 @@ impl Resolver {
     }
 }
 
+/// The object at `path` of a resolver's origin (paths there have no symlinks: the folded
+/// path is the canonical one).
+fn object_of_origin(path: &Path) -> Located {
+    let path = fold(&Path::new("/").join(path));
+    Located {
+        canonical: path.clone(),
+        path,
+    }
+}
+
 /// A remembered open failure: the class is lost with the text, so one that named an
 /// unsupported feature says so again; the rest are I/O.
 fn remembered(kind: Kind, why: &str) -> Error {
@@ -714,15 +716,8 @@ impl RawOpener for Resolver {
             .copied();
         let idx = match known {
             Some(idx) => idx,
-            None if self.origin.is_some() => {
-                // A path `check` (or a listing) gave: an object of the origin.
-                let path = fold(&Path::new("/").join(path));
-                let loc = Located {
-                    canonical: path.clone(),
-                    path,
-                };
-                self.register(Kind::Raw, &loc)
-            }
+            // A path `check` (or a listing) gave: an object of the origin.
+            None if self.origin.is_some() => self.register(Kind::Raw, &object_of_origin(path)),
             None => {
                 let loc = self.locate(
                     Path::new("/"),
