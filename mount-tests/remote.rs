@@ -52,7 +52,7 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use harness::{stats, walk, Mount};
+use harness::{stats, wait_for, walk, Mount};
 use servers::{Nginx, Seaweed};
 
 fn data_dir() -> PathBuf {
@@ -869,13 +869,13 @@ fn readers_missing_the_same_chunk_at_once_cause_one_get() {
     );
 }
 
-#[test]
-fn a_sequential_read_is_fetched_ahead_in_few_large_gets() {
+/// The stream fixture served by nginx: the committed head followed by the elements of
+/// /stream; the elements' bytes.
+fn stream_file(dir: &Path) -> Vec<u8> {
     let fx = Layout::load();
     let offset = Layout::num(fx.stream("data_offset"));
     let elements = Layout::num(fx.stream("elements"));
     let mult = Layout::num(fx.stream("multiplier")) as u32;
-    // The file is its committed head followed by the elements of /stream.
     let data: Vec<u8> = (0..elements as u32)
         .flat_map(|i| i.wrapping_mul(mult).to_le_bytes())
         .collect();
@@ -886,16 +886,37 @@ fn a_sequential_read_is_fetched_ahead_in_few_large_gets() {
     );
     let head = fs::read(remote_fixtures().join(fx.stream("head").as_str().unwrap())).unwrap();
     assert_eq!(head.len() as u64, offset);
-    let tmp = tempfile::tempdir().unwrap();
     let mut file = head;
     file.extend_from_slice(&data);
-    fs::write(tmp.path().join("stream.h5"), &file).unwrap();
-    drop(file);
+    fs::write(dir.join("stream.h5"), &file).unwrap();
+    data
+}
+
+#[test]
+fn a_sequential_read_is_fetched_ahead_in_few_large_gets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = stream_file(tmp.path());
     let Some(ng) = Nginx::start(tmp.path(), 0) else {
         return;
     };
     let m = Mount::background(Path::new(&ng.url("stream.h5")), &[]);
     let before = stats(&m);
+    // One read at the start of the contiguous dataset, the kernel reading nothing ahead:
+    // the rest of the dataset is fetched at once, in the background.
+    let f = fs::File::open(m.at("/stream")).unwrap();
+    no_kernel_readahead(&f);
+    let mut first = vec![0u8; 1 << 20];
+    f.read_exact_at(&mut first, 0).unwrap();
+    assert!(first[..] == data[..first.len()]);
+    let fetched = |s: &BTreeMap<String, u64>| delta(&before, s, "remote_bytes");
+    let all = wait_for(|| fetched(&stats(&m)) >= data.len() as u64 - (1 << 20));
+    let ahead = stats(&m);
+    assert!(
+        all,
+        "after one read at its start, only {} of the dataset's {} bytes fetched: {ahead:?}",
+        fetched(&ahead),
+        data.len()
+    );
     let out = std::process::Command::new("cat")
         .arg(m.at("/stream"))
         .output()
@@ -908,6 +929,60 @@ fn a_sequential_read_is_fetched_ahead_in_few_large_gets() {
     let shown = format!("{reads} reads, {gets} GETs: {after:?}");
     assert!(delta(&before, &after, "remote_readahead") > 0, "{shown}");
     assert!(gets < reads, "{shown}");
+    assert_eq!(
+        delta(&ahead, &after, "remote_gets"),
+        0,
+        "GETs after the readahead: {shown}"
+    );
+}
+
+#[test]
+fn readahead_stays_in_the_dataset_read_until_the_reader_goes_on_to_the_next() {
+    let fx = Layout::load();
+    let chunked = &fx.stream("chunked");
+    let tmp = tempfile::tempdir().unwrap();
+    stream_file(tmp.path());
+    let Some(ng) = Nginx::start(tmp.path(), 0) else {
+        return;
+    };
+    // /a and /b lie in the first MiB, which the mount fetched: reading them costs nothing,
+    // and whatever is fetched is fetched ahead.
+    let m = Mount::background(Path::new(&ng.url("stream.h5")), &[]);
+    let cat = |names: &[&str]| {
+        let out = std::process::Command::new("cat")
+            .args(names.iter().map(|n| m.at(n)))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    };
+    let before = stats(&m);
+    let a = cat(&["/a"]);
+    assert_eq!(
+        harness::sha256(&a),
+        chunked["/a"]["sha256"].as_str().unwrap()
+    );
+    let after_a = stats(&m);
+    for k in ["remote_readahead", "remote_gets"] {
+        assert_eq!(
+            delta(&before, &after_a, k),
+            0,
+            "{k} after reading /a alone: {after_a:?}"
+        );
+    }
+    // Then /b, whose chunks follow /a's (/a's decoded chunks are cached now): a reader
+    // going through the file's datasets in order, read ahead past /b into /stream.
+    let ab = cat(&["/a", "/b"]);
+    assert_eq!(&ab[..a.len()], &a[..]);
+    assert_eq!(
+        harness::sha256(&ab[a.len()..]),
+        chunked["/b"]["sha256"].as_str().unwrap()
+    );
+    let after_ab = stats(&m);
+    assert!(
+        delta(&after_a, &after_ab, "remote_readahead") > 0,
+        "{after_ab:?}"
+    );
 }
 
 #[test]

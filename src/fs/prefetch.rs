@@ -27,7 +27,9 @@
 //! the cache's capacity (so read-ahead data is not evicted by its own successors before it is
 //! read), and prefetch is off for a dataset whose piece does not fit twice in that quarter.
 //! Only filtered chunked datasets are prefetched: unfiltered ones cost one `pread` of the HDF5
-//! file, which the kernel's own readahead already serves. The job queue is bounded; when it is
+//! file, which the kernel's own readahead already serves; on a remote source, where each
+//! read costs a request, unfiltered chunked datasets are prefetched too (their chunks
+//! fetched into the source's page cache). The job queue is bounded; when it is
 //! full, prefetch work is dropped (it is only a hint).
 //!
 //! Counters ([`PrefetchStats`], relaxed atomics shown in the mount's statistics, see
@@ -325,7 +327,7 @@ impl Prefetcher {
 /// (not chunked, or no filters: served by `pread` and the kernel's readahead).
 fn piece_bytes(ds: &Dataset) -> Option<u64> {
     let info = &ds.info;
-    if info.layout != "chunked" || info.filters.is_empty() || ds.is_empty() {
+    if info.layout != "chunked" || (info.filters.is_empty() && !ds.is_remote()) || ds.is_empty() {
         return None;
     }
     let npoints = info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;

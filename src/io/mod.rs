@@ -12,7 +12,7 @@ pub mod source;
 pub mod storage;
 
 pub use cursor::{Cursor, Sizes, UNDEFINED_ADDR};
-pub use source::{ByteSource, LocalFile, Memory, Opener, OriginEntry, RequestCounts};
+pub use source::{ByteSource, DataHint, LocalFile, Memory, Opener, OriginEntry, RequestCounts};
 pub use storage::Storage;
 
 use crate::error::{Error, Result};

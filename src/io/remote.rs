@@ -2,7 +2,7 @@
 //! behind an HTTP(S) server that answers range requests (`https://host/path`), read through
 //! the `object_store` crate (Apache Arrow's: one client for S3 and HTTP with request signing,
 //! credentials from the standard AWS sources, timeouts and retries with backoff). A prefix
-//! of a bucket (`s3://bucket/prefix/`) is listed through [`RemotePrefix`].
+//! of a bucket (`s3://bucket/prefix/`) is listed through [`RemoteOrigin`].
 //!
 //! `object_store` is asynchronous; one small Tokio runtime per process runs its requests, and
 //! the FUSE worker threads block on them ([`Remote::read_at`] is a plain blocking call).
@@ -21,10 +21,19 @@
 //!   object headers of a group's children, the chunks of one read); their pages are fetched
 //!   in the background, ranges with small gaps merged into one GET of at most [`PART`] bytes,
 //!   and the GETs sent in parallel.
-//! - Readahead: reads that follow each other through the object (a `cat` of a contiguous
-//!   dataset, or of the datasets of a file one after another, whose chunks lie in file
-//!   order) form a stream; from its [`RA_STREAK`]th read on, the pages ahead of it are fetched
-//!   in the background, in a window that doubles up to [`RA_MAX`].
+//! - Readahead: data reads that follow each other through the object form a stream. Each
+//!   read says which dataset it belongs to ([`DataHint`]), and a stream reads ahead only
+//!   where the reader is known to go:
+//!   - within a contiguous dataset, up to the end of its block; a read of at least
+//!     [`RA_FIRST`] bytes at the block's start (`cat`, `cp`, `dd`) fetches the block ahead at
+//!     once, up to half the data budget;
+//!   - within a chunked dataset, nothing: its chunks are fetched by each read's own hints
+//!     and by the chunk prefetch of the filesystem layer, which asks for the chunks ahead;
+//!   - once the stream has gone on from one dataset into another (their data in file order:
+//!     a `cat` of a file's datasets one after another), across datasets, from its
+//!     [`RA_STREAK`]th read on, in a window that doubles up to [`RA_MAX`].
+//!
+//!   So reading one dataset moves about its own bytes, never the data that follows it.
 //! - A missing run longer than [`PART`] is fetched as parallel GETs of [`PART`] bytes.
 //!
 //! At most [`MAX_REQUESTS`] GETs are in flight in the process, and the bytes of background
@@ -54,7 +63,7 @@ use object_store::path::Path as StorePath;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use super::pages::{Class, PageCache, PAGE};
-use super::source::{ByteSource, Opener, OriginEntry, RequestCounts};
+use super::source::{ByteSource, DataHint, Opener, OriginEntry, RequestCounts};
 
 /// Bytes the first GET of an object takes.
 pub const FIRST_GET: u64 = 1 << 20;
@@ -73,6 +82,9 @@ pub const RA_STREAK: u32 = 2;
 pub const RA_MIN: u64 = 2 << 20;
 /// Largest readahead window (also at most half the data budget).
 pub const RA_MAX: u64 = 16 << 20;
+/// Reads at least this long at the start of a dataset's block fetch the block ahead at once
+/// (up to half the data budget).
+pub const RA_FIRST: u64 = 128 << 10;
 /// How far before a stream's position a read may start and still continue it (reads of one
 /// stream arrive slightly out of order from several FUSE threads), at least; reads may also
 /// start two of their own lengths before it.
@@ -481,6 +493,10 @@ struct Stream {
     ahead: u64,
     window: u64,
     streak: u32,
+    /// The dataset read last ([`DataHint::object`]).
+    object: u64,
+    /// Whether the stream went on from one dataset into another.
+    crossed: bool,
 }
 
 struct Inner {
@@ -493,6 +509,8 @@ struct Inner {
     obj: u64,
     pages: Arc<PageCache>,
     ra_max: u64,
+    /// Readahead at the start of a dataset's block (at most half the data budget).
+    ra_first: u64,
     /// The file's own page size, when larger than [`PAGE`] (0: none): metadata misses fetch
     /// whole pages of it.
     meta_unit: AtomicU64,
@@ -619,7 +637,7 @@ impl Inner {
     }
 
     /// Follow the stream that a read of `offset..end` belongs to, and fetch ahead of it.
-    fn readahead(self: &Arc<Self>, offset: u64, end: u64) {
+    fn readahead(self: &Arc<Self>, offset: u64, end: u64, hint: &DataHint) {
         let todo = {
             let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
             // Reads of one stream arrive somewhat out of order (several FUSE threads, the
@@ -634,13 +652,35 @@ impl Inner {
                 offset.saturating_add(back) >= s.next && offset <= s.next.max(s.ahead) + gap
             });
             let Some(i) = hit else {
-                streams.push_front(Stream {
+                let mut s = Stream {
                     next: end,
                     ahead: end,
                     window: RA_MIN,
                     streak: 0,
-                });
+                    object: hint.object,
+                    crossed: false,
+                };
+                // A large read at the very start of a dataset's block is a reader going
+                // through it from the start (cat, cp, dd): fetch the block ahead at once.
+                let todo = match hint.extent {
+                    Some((start, stop))
+                        if offset == start && end - offset >= RA_FIRST && stop > end =>
+                    {
+                        let target = (end + self.ra_first).min(stop);
+                        s.streak = 1;
+                        s.window = self.ra_max;
+                        s.ahead = target;
+                        Some((end, target))
+                    }
+                    _ => None,
+                };
+                streams.push_front(s);
                 streams.truncate(RA_STREAMS);
+                if let Some((from, to)) = todo {
+                    drop(streams);
+                    let sent = self.fetch_behind(&[(from / PAGE, to.div_ceil(PAGE))], 0);
+                    self.count(|s| &s.readahead, sent);
+                }
                 return;
             };
             let mut s = streams.remove(i).unwrap_or(Stream {
@@ -648,7 +688,15 @@ impl Inner {
                 ahead: end,
                 window: RA_MIN,
                 streak: 0,
+                object: hint.object,
+                crossed: false,
             });
+            // A stream that goes on from one dataset into another (their data in file
+            // order: a cat of the datasets one after the other) reads ahead across them.
+            if hint.object != s.object {
+                s.crossed = true;
+                s.object = hint.object;
+            }
             let mut todo = None;
             // Only reads that move the stream forward count: a late request, or a reader
             // stepping backwards, keeps the stream but fetches nothing ahead.
@@ -663,12 +711,19 @@ impl Inner {
             if forward && large && s.streak == 1 {
                 s.window = s.window.max(8 * (end - offset)).min(self.ra_max);
             }
+            // Within one dataset, readahead stays inside its block; a chunked dataset's
+            // chunks are fetched by the reads' own hints and the decoders' prefetch.
+            let limit = match (s.crossed, hint.extent) {
+                (true, _) => self.len,
+                (false, Some((_, stop))) => stop.min(self.len),
+                (false, None) => 0,
+            };
             if forward && (s.streak >= RA_STREAK || large) {
                 let from = s.ahead.max(s.next);
-                let target = (s.next + s.window).min(self.len);
+                let target = (s.next + s.window).min(limit);
                 // Send in batches of at least half a window, not one page per read (and the
-                // rest, whatever its size, once the window reaches the end).
-                if target > from && (target - from >= s.window / 2 || target == self.len) {
+                // rest, whatever its size, once the window reaches the limit).
+                if target > from && (target - from >= s.window / 2 || target == limit) {
                     todo = Some((from, target));
                     s.ahead = target;
                     s.window = (s.window * 2).min(self.ra_max);
@@ -716,6 +771,7 @@ impl Remote {
                 obj,
                 pages,
                 ra_max: RA_MAX.min(data / 2),
+                ra_first: data / 2,
                 meta_unit: AtomicU64::new(0),
                 streams: Mutex::new(VecDeque::new()),
                 stats: RemoteStats::default(),
@@ -724,15 +780,15 @@ impl Remote {
     }
 
     /// Read at `offset`, as data (readahead, data pages) or as metadata.
-    fn read(&self, offset: u64, buf: &mut [u8], data: bool) -> std::io::Result<usize> {
+    fn read(&self, offset: u64, buf: &mut [u8], data: Option<&DataHint>) -> std::io::Result<usize> {
         let len = self.inner.len;
         if offset >= len || buf.is_empty() {
             return Ok(0);
         }
         let n = (buf.len() as u64).min(len - offset) as usize;
         let buf = &mut buf[..n];
-        let class = if data {
-            self.inner.readahead(offset, offset + n as u64);
+        let class = if let Some(hint) = data {
+            self.inner.readahead(offset, offset + n as u64, hint);
             Class::Data
         } else if n >= DIRECT_READ {
             Class::Data
@@ -781,11 +837,11 @@ impl ByteSource for Remote {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.read(offset, buf, false)
+        self.read(offset, buf, None)
     }
 
-    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.read(offset, buf, true)
+    fn read_data_at(&self, offset: u64, buf: &mut [u8], hint: &DataHint) -> std::io::Result<usize> {
+        self.read(offset, buf, Some(hint))
     }
 
     fn prefetch(&self, ranges: &[(u64, u64)]) {

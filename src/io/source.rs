@@ -14,6 +14,16 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// What a data read belongs to, for a source that reads ahead: the dataset (its object
+/// header address; 0 when unknown) and, for a dataset stored as one block, that block's
+/// absolute byte range. Readahead stays inside the block of the dataset being read until
+/// the reader shows that it goes on from one dataset into the next in file order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DataHint {
+    pub object: u64,
+    pub extent: Option<(u64, u64)>,
+}
+
 /// Where the bytes of a file come from (see the module docs).
 pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// Length in bytes, as taken when the source was opened.
@@ -30,7 +40,9 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
 
     /// [`ByteSource::read_at`] for the bytes of a dataset rather than metadata: a remote
     /// source follows sequential data reads with readahead and keeps their pages apart.
-    fn read_data_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    /// `hint` says which dataset the bytes belong to (see [`DataHint`]).
+    fn read_data_at(&self, offset: u64, buf: &mut [u8], hint: &DataHint) -> std::io::Result<usize> {
+        let _ = hint;
         self.read_at(offset, buf)
     }
 

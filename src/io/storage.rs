@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::source::{ByteSource, LocalFile};
+use super::source::{ByteSource, DataHint, LocalFile};
 use crate::error::{Error, Result};
 
 pub use super::source::open_data_file;
@@ -17,6 +17,8 @@ pub use super::source::open_data_file;
 pub struct Storage {
     inner: Arc<dyn ByteSource>,
     base: u64,
+    /// What data reads through this handle belong to (see [`Storage::for_dataset`]).
+    hint: DataHint,
 }
 
 impl Storage {
@@ -30,6 +32,7 @@ impl Storage {
         Storage {
             inner: source,
             base: 0,
+            hint: DataHint::default(),
         }
     }
 
@@ -43,6 +46,22 @@ impl Storage {
         Storage {
             inner: self.inner.clone(),
             base,
+            hint: self.hint,
+        }
+    }
+
+    /// The same file, for the data of one dataset: `object` is its object header address,
+    /// `extent` its block `(relative address, length)` when it is stored as one. A remote
+    /// source uses them to read ahead within the dataset ([`DataHint`]).
+    pub fn for_dataset(&self, object: u64, extent: Option<(u64, u64)>) -> Storage {
+        let extent = extent.and_then(|(a, n)| {
+            let start = self.base.checked_add(a)?;
+            Some((start, start.checked_add(n)?))
+        });
+        Storage {
+            inner: self.inner.clone(),
+            base: self.base,
+            hint: DataHint { object, extent },
         }
     }
 
@@ -107,7 +126,7 @@ impl Storage {
         while done < buf.len() {
             let at = abs + done as u64;
             let got = if data {
-                self.inner.read_data_at(at, &mut buf[done..])
+                self.inner.read_data_at(at, &mut buf[done..], &self.hint)
             } else {
                 self.inner.read_at(at, &mut buf[done..])
             };

@@ -410,6 +410,10 @@ impl Chunked {
         // A prefetch worker only wants the chunks in the cache.
         let fetch_only = super::is_fetch_only();
         if fetch_only && direct {
+            // Nothing to decode; a remote source fetches the chunks' bytes.
+            if self.storage.wants_hints() {
+                self.hint_chunks(&spans, direct)?;
+            }
             return Ok(());
         }
         if self.storage.wants_hints() {
@@ -482,7 +486,8 @@ impl Chunked {
                 }
             }
         }
-        if ranges.len() > 1 {
+        // One chunk is fetched by the read itself, unless this is a prefetch worker's.
+        if ranges.len() > 1 || (!ranges.is_empty() && super::is_fetch_only()) {
             ranges.sort_unstable();
             ranges.dedup();
             self.storage.prefetch(&ranges);

@@ -82,7 +82,7 @@ enum Kind {
 
 impl DataReader {
     /// Prepare a reader. Cheap: no chunk index is walked.
-    pub fn new(params: LayoutParams) -> Result<DataReader> {
+    pub fn new(mut params: LayoutParams) -> Result<DataReader> {
         let id = params.cache_id;
         let es = params.element_size as u64;
         if es == 0 {
@@ -125,10 +125,15 @@ impl DataReader {
                     Kind::Compact(compact::Compact::new(data.clone(), len, id)?)
                 }
                 LayoutClass::Contiguous { addr, size } => {
-                    Kind::Contiguous(contiguous::Contiguous::new(&params, *addr, *size, len)?)
+                    let (addr, size) = (*addr, *size);
+                    let extent = (addr != crate::io::UNDEFINED_ADDR).then_some((addr, len));
+                    params.storage = params.storage.for_dataset(id, extent);
+                    Kind::Contiguous(contiguous::Contiguous::new(&params, addr, size, len)?)
                 }
                 LayoutClass::Chunked(c) => {
-                    Kind::Chunked(Box::new(chunked::Chunked::new(&params, c)?))
+                    let c = c.clone();
+                    params.storage = params.storage.for_dataset(id, None);
+                    Kind::Chunked(Box::new(chunked::Chunked::new(&params, &c)?))
                 }
                 LayoutClass::Virtual { .. } => {
                     return Err(Error::unsupported(

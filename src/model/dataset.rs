@@ -62,6 +62,8 @@ pub struct Dataset {
     pub info: DatasetInfo,
     len: u64,
     reader: ReaderState,
+    /// Whether its file's reads cost a request each (a remote source).
+    remote: bool,
 }
 
 impl Dataset {
@@ -72,6 +74,12 @@ impl Dataset {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Whether every read of its file costs a request (a remote source), so that reading
+    /// ahead pays even where the kernel's own readahead would do locally.
+    pub fn is_remote(&self) -> bool {
+        self.remote
     }
 
     /// Why reads of this dataset cannot be served, if they cannot.
@@ -289,6 +297,7 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
         info,
         len: len.unwrap_or(0),
         reader,
+        remote: file.storage().wants_hints(),
     })
 }
 
