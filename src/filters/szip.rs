@@ -2,7 +2,10 @@
 //! libaec's szip-compatible interface decodes it.
 //!
 //! HDF5 framing: a u32 little-endian decoded size, then the AEC stream. Client data:
-//! `cd = [options mask, pixels per block (J), bits per pixel, pixels per scanline]`; in the
+//! `cd = [options mask, pixels per block (J), bits per pixel, pixels per scanline]`. J is any
+//! even number up to 256 (libhdf5 writes 2 to 32: the CCSDS sizes 8 to 64 and smaller ones
+//! for small chunks; a chunk whose last dimension is shorter than J is coded as one
+//! scanline of all its pixels). In the
 //! mask, 8 = samples little-endian, 16 = big-endian, 32 = preprocessed with the unit-delay
 //! predictor ("nearest neighbour"), 128 = raw (no szip block headers; always set by libhdf5).
 //! 32- and 64-bit pixels are coded as 8-bit samples of the byte-shuffled buffer. A scanline
@@ -27,6 +30,9 @@ use super::Stage;
 /// Option-mask bits (szlib.h).
 const MSB: u32 = 16;
 const NN: u32 = 32;
+
+/// Largest block (pixels) the szip interface codes.
+const MAX_BLOCK: usize = 256;
 
 /// Largest unary value a second-extension pair can use (beta up to 12).
 const SE_MAX: u64 = 90;
@@ -243,7 +249,9 @@ pub(crate) fn decode(input: &[u8], stage: &Stage) -> Result<Vec<u8>, String> {
     if size > stage.limit {
         return Err(format!("declared size {size} exceeds the chunk size"));
     }
-    if !matches!(ppb, 8 | 16 | 32 | 64) || ppsl == 0 {
+    // CCSDS blocks are 8, 16, 32 or 64 samples; the szip interface also codes any even
+    // block size (libhdf5 writes 2 to 32, and fewer than 8 for small chunks).
+    if ppb == 0 || ppb % 2 != 0 || ppb > MAX_BLOCK || ppsl == 0 {
         return Err(format!("{ppb} pixels per block, {ppsl} per scanline"));
     }
     let interleave = bpp == 32 || bpp == 64;
