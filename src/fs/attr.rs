@@ -22,6 +22,11 @@ pub const BLKSIZE: u32 = 1 << 20;
 /// `st_blksize` of directories and symlinks.
 pub const DIR_BLKSIZE: u32 = 4096;
 
+/// The largest size the kernel accepts for a file (it refuses attributes with a larger
+/// one, which would fail `stat` with `EIO`): sizes are signed there. A dataset of more bytes
+/// (a never-written dataset of 2^61 four-byte elements has 2^63) shows this size.
+pub const MAX_SIZE: u64 = i64::MAX as u64;
+
 /// Attributes of one inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Attr {
@@ -36,7 +41,8 @@ pub struct Attr {
 }
 
 impl Attr {
-    /// Attributes for an inode of `kind` with the fixed mode of that kind.
+    /// Attributes for an inode of `kind` with the fixed mode of that kind; `size` at most
+    /// [`MAX_SIZE`].
     pub fn new(ino: u64, kind: FileKind, size: u64, owner: (u32, u32), mtime: SystemTime) -> Attr {
         let perm = match kind {
             FileKind::Directory => 0o555,
@@ -45,7 +51,7 @@ impl Attr {
         };
         Attr {
             ino,
-            size,
+            size: size.min(MAX_SIZE),
             kind,
             perm,
             nlink: 1,
@@ -73,5 +79,8 @@ mod tests {
         assert_eq!(a.blocks(), 2);
         assert_eq!(Attr::new(1, FileKind::Directory, 0, (0, 0), t).perm, 0o555);
         assert_eq!(Attr::new(9, FileKind::Symlink, 3, (0, 0), t).blocks(), 1);
+        let huge = Attr::new(7, FileKind::RegularFile, 1 << 63, (0, 0), t);
+        assert_eq!(huge.size, i64::MAX as u64);
+        assert_eq!(huge.blocks(), 1 << 54);
     }
 }

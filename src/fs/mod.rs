@@ -392,7 +392,17 @@ impl H5Fs {
                         self.dataset_of(&node, id)
                             .and_then(|ds| self.served_len(&node, &ds))
                     }) {
-                        Ok(len) => (FileKind::RegularFile, len),
+                        Ok(len) => {
+                            if len > attr::MAX_SIZE {
+                                log::warn!(
+                                    "{}: {len} bytes, more than a file can show: its size \
+                                     shows as {}, and the bytes past that cannot be read",
+                                    node.path,
+                                    attr::MAX_SIZE
+                                );
+                            }
+                            (FileKind::RegularFile, len)
+                        }
                         Err(e) => {
                             self.log_error("getattr", &e);
                             (FileKind::RegularFile, 0)

@@ -197,10 +197,12 @@ impl H5Fs {
                 return view_len(&node.path, set.primary.as_ref()).map(|_| ());
             }
         }
-        // An empty image needs no reader. Otherwise an empty read reports a dataset that
+        // An empty image needs no reader (one whose size cannot even be worked out, such as
+        // dimensions whose product overflows, is no empty image). Otherwise an empty read
+        // reports a dataset that
         // cannot be served at all (unsupported layout or type, broken layout message) at
         // open, not at each read.
-        if ds.is_empty() {
+        if ds.is_empty() && !ds.is_broken() {
             return Ok(());
         }
         ds.read_at(0, &mut [])

@@ -82,6 +82,12 @@ impl Dataset {
         self.remote
     }
 
+    /// Whether the dataset's description could not be turned into a reader at all (a broken
+    /// or unsupported layout, a size that overflows): every read fails.
+    pub fn is_broken(&self) -> bool {
+        matches!(self.reader, ReaderState::Failed { .. })
+    }
+
     /// Why reads of this dataset cannot be served, if they cannot.
     pub fn unreadable_reason(&self) -> Option<&str> {
         match &self.reader {
@@ -225,10 +231,36 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
     let vds_fill = fill_for_reads.clone();
     let fixed = dtype.is_fixed_size();
     let reader = (|| -> Result<DataReader> {
-        let npoints =
-            npoints.ok_or_else(|| Error::corrupt("dataspace", id.0, "element count overflows"))?;
+        // Valid (libhdf5 reads such a dataset as its fill value) but not addressable here:
+        // byte offsets are 64-bit.
+        let elements = || {
+            space
+                .dims
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(" x ")
+        };
+        let npoints = npoints.ok_or_else(|| {
+            Error::unsupported(
+                "dataset size",
+                format!(
+                    "dataset at {:#x}: {} elements are more than a 64-bit count holds",
+                    id.0,
+                    elements()
+                ),
+            )
+        })?;
         if len.is_none() {
-            return Err(Error::corrupt("dataspace", id.0, "byte size overflows"));
+            return Err(Error::unsupported(
+                "dataset size",
+                format!(
+                    "dataset at {:#x}: {} elements of {} bytes are more than 2^64 bytes",
+                    id.0,
+                    elements(),
+                    dtype.size
+                ),
+            ));
         }
         let external = match &efl {
             Some(e) => Some(external_segments(file, e)?),
