@@ -1,8 +1,12 @@
 //! Virtual datasets against h5py: the fixtures of `fixtures/vds/make_vds.py` (concatenation of
 //! files, strided interleaving, tiles with strided source selections, explicit blocks,
 //! unlimited and `%b` mappings whose extent comes from the sources, missing sources, sources in
-//! the same file), each in earliest and latest form. Every virtual dataset must report h5py's
-//! shape, hash to `ds[()].tobytes()`, and give the same bytes for any sub-range as for the whole.
+//! the same file, sources behind external and soft links, sources of other types converted
+//! as libhdf5 converts them), each in earliest and latest form. Every virtual dataset must
+//! report h5py's shape, hash to `ds[()].tobytes()`, and give the same bytes for any sub-range
+//! as for the whole, through the library and through a mount.
+
+mod harness;
 
 use std::path::{Path, PathBuf};
 
@@ -87,6 +91,32 @@ fn virtual_datasets_match_h5py() {
         eprintln!("MISMATCH {f}");
     }
     assert!(failures.is_empty(), "{} mismatches", failures.len());
+}
+
+/// The same through a mount: every virtual dataset's size, and its bytes read, pread and
+/// mapped.
+#[test]
+fn virtual_datasets_match_h5py_through_the_mount() {
+    let exp = expected();
+    for form in ["earliest", "latest"] {
+        let file = format!("vds_{form}.h5");
+        let m = harness::Mount::background(&dir().join(&file), &[]);
+        let mut seen = 0;
+        for (key, want) in exp.iter().filter(|(k, _)| k.starts_with(&format!("{file}:"))) {
+            let path = key.split_once(':').unwrap().1;
+            let p = m.at(path);
+            let nbytes = want["nbytes"].as_u64().unwrap();
+            let len = std::fs::metadata(&p)
+                .unwrap_or_else(|e| panic!("{key}: {e}"))
+                .len();
+            assert_eq!(len, nbytes, "{key}");
+            let digest = harness::read_three_ways(&p, len as usize)
+                .unwrap_or_else(|e| panic!("{key}: {e}"));
+            assert_eq!(digest, want["sha256"].as_str().unwrap(), "{key}");
+            seen += 1;
+        }
+        assert!(seen >= 130, "{file}: {seen} virtual datasets");
+    }
 }
 
 /// The fixtures of the main corpus (sources in the same file and in another file) too.

@@ -613,7 +613,7 @@ impl File {
     }
 
     /// The file an external link of this file names.
-    fn open_linked(&self, name: &str) -> Result<Arc<File>> {
+    pub(super) fn open_linked(&self, name: &str) -> Result<Arc<File>> {
         let r = self
             .resolver()
             .ok_or_else(|| Error::NotFound(format!("{name}: the mount is closing")))?;
@@ -623,7 +623,7 @@ impl File {
     /// Where `path` goes on when it does not resolve in this file because one of its
     /// components is an external link: that link's file, and its path followed by the
     /// components after it.
-    fn external_step(&self, path: &str) -> Option<(String, String)> {
+    pub(super) fn external_step(&self, path: &str) -> Option<(String, String)> {
         let comps: Vec<&str> = path
             .split('/')
             .filter(|c| !c.is_empty() && *c != ".")

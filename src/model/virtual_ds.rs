@@ -24,8 +24,11 @@
 //! dataset's unlimited dimensions is then the furthest any mapping reaches, fixed ones
 //! included (0 when no source exists); a clipped source keeps its trailing partial block.
 //!
-//! A source must have the virtual dataset's datatype: libhdf5 would convert, this reader
-//! refuses the read (unsupported) rather than serve bytes of another type.
+//! A source of another numeric type is converted to the virtual dataset's type as libhdf5
+//! converts it (module `convert`: byte order, integer width and signedness, float width,
+//! integer <-> float); other type differences are refused (unsupported) rather than served
+//! as bytes of another type. A source's path follows soft links and external links (to
+//! other files, under the resolver's policy), as libhdf5 opens it.
 //!
 //! Sources in the same file are opened through the same [`File`] when the VDS is opened;
 //! sources in other files are found on first read, relative to the VDS file's directory, by
@@ -47,7 +50,9 @@ use crate::format::messages::datatype::Datatype;
 use crate::format::vds::{Selection, VdsBlock, VdsMapping, UNLIMITED};
 
 mod boxes;
+mod convert;
 mod sel;
+use convert::Conversion;
 use sel::{Dim, Part, Sel};
 
 /// Nested virtual datasets (a VDS whose source is a VDS) followed at most this deep, which
@@ -89,6 +94,8 @@ enum Source {
         file: FileIdx,
         dset: ObjectId,
         sel: Sel,
+        /// From the source's type to the virtual dataset's, when they differ.
+        conv: Option<Conversion>,
     },
     /// Present but unusable (corrupt, different type): reads fail with this.
     Failed { class: ErrorClass, message: String },
@@ -416,8 +423,8 @@ impl VirtualReader {
                     None => return Ok(None),
                 }
             };
-            match f.resolve(dataset_name) {
-                Ok(id) => Ok(Some((f.idx(), f.dataset(id)?))),
+            match find_dataset(f, dataset_name) {
+                Ok(found) => Ok(Some(found)),
                 Err(e) if e.errno_class() == ErrorClass::NotFound => {
                     if !quiet {
                         log::warn!(
@@ -439,16 +446,25 @@ impl VirtualReader {
             Ok(None) => return Ok(Source::Missing),
             Err(e) => return Ok(failed(e)),
         };
-        if dset.info.dtype != self.dtype {
-            return Ok(failed(Error::unsupported(
-                "virtual dataset source",
-                format!(
-                    "type {} differs from the virtual dataset's {} (no type conversion)",
-                    dset.info.dtype.numpy_str(),
-                    self.dtype.numpy_str()
-                ),
-            )));
-        }
+        let conv = if dset.info.dtype == self.dtype {
+            None
+        } else {
+            match Conversion::new(&dset.info.dtype, &self.dtype) {
+                Some(c) if c.is_identity() => None,
+                Some(c) => Some(c),
+                None => {
+                    return Ok(failed(Error::unsupported(
+                        "virtual dataset source",
+                        format!(
+                            "type {} differs from the virtual dataset's {} (conversions \
+                             are between integer and IEEE float types only)",
+                            dset.info.dtype.numpy_str(),
+                            self.dtype.numpy_str()
+                        ),
+                    )))
+                }
+            }
+        };
         let sdims = dset.info.shape.clone();
         let built = match (select, select.unlimited_dim()) {
             (Selection::Regular(r), Some(u)) if u < sdims.len() && r.len() == sdims.len() => r
@@ -470,6 +486,7 @@ impl VirtualReader {
                 file: src_file,
                 dset: dset.id,
                 sel,
+                conv,
             },
             Err(e) => failed(e),
         })
@@ -530,7 +547,7 @@ impl VirtualReader {
                 if runs.is_empty() {
                     continue;
                 }
-                let (dset, ssel) = match self.source_of(sub) {
+                let (dset, ssel, conv) = match self.source_of(sub) {
                     Source::Missing => continue,
                     Source::Failed { class, message } => {
                         return Err(match class {
@@ -540,9 +557,14 @@ impl VirtualReader {
                             _ => Error::corrupt("virtual dataset source", self.addr, message),
                         })
                     }
-                    Source::Ready { file, dset, sel } => {
+                    Source::Ready {
+                        file,
+                        dset,
+                        sel,
+                        conv,
+                    } => {
                         let dset = self.resolver()?.get(*file)?.dataset(*dset)?;
-                        (dset, sel)
+                        (dset, sel, conv.as_ref())
                     }
                 };
                 let (lo, hi) = (runs[0].1, runs[runs.len() - 1].1 + runs[runs.len() - 1].2);
@@ -555,7 +577,7 @@ impl VirtualReader {
                     // Many short virtual runs (strides, interleaving) over a compact stretch
                     // of source ordinals: read that stretch in source-sized runs, then scatter.
                     let mut tmp = self.fill.repeat(span as usize);
-                    copy_source(&dset, ssel, lo, span, es, &mut tmp)?;
+                    copy_source(&dset, ssel, conv, lo, span, es, &mut tmp)?;
                     for (lin, ord, len) in runs {
                         let (a, b) = (((ord - lo) * es) as usize, ((ord - lo + len) * es) as usize);
                         let d = ((lin - e0) * es) as usize;
@@ -567,6 +589,7 @@ impl VirtualReader {
                         copy_source(
                             &dset,
                             ssel,
+                            conv,
                             ord,
                             len,
                             es,
@@ -580,16 +603,20 @@ impl VirtualReader {
     }
 }
 
-/// Source ordinals `[o, o + count)` into `dst` (their size); elements outside the source's
-/// extent or beyond its selection are left as they are (the fill value).
+/// Source ordinals `[o, o + count)` into `dst` (their size in the virtual dataset's type,
+/// `es` bytes each), converted by `conv` when the source has another type; elements outside
+/// the source's extent or beyond its selection are left as they are (the fill value).
 fn copy_source(
     dset: &Dataset,
     ssel: &Sel,
+    conv: Option<&Conversion>,
     o: u64,
     count: u64,
     es: u64,
     dst: &mut [u8],
 ) -> Result<()> {
+    let ses = conv.map_or(es, |c| c.src_size() as u64);
+    let mut staged = Vec::new();
     let stop = o + count;
     let mut o = o;
     let mut at = 0u64;
@@ -598,12 +625,37 @@ fn copy_source(
         let k = slen.min(stop - o);
         if valid {
             let (a, b) = ((at * es) as usize, ((at + k) * es) as usize);
-            dset.read_at(slin * es, &mut dst[a..b])?;
+            match conv {
+                None => {
+                    dset.read_at(slin * ses, &mut dst[a..b])?;
+                }
+                Some(c) => {
+                    staged.clear();
+                    staged.resize((k * ses) as usize, 0);
+                    dset.read_at(slin * ses, &mut staged)?;
+                    c.run(&staged, &mut dst[a..b]);
+                }
+            }
         }
         o += k;
         at += k;
     }
     Ok(())
+}
+
+/// The dataset at `path` of `f`, following soft links and, as libhdf5 does for a source's
+/// path, external links (to other files, through the resolver and its path policy).
+fn find_dataset(f: &File, path: &str) -> Result<(FileIdx, Arc<Dataset>)> {
+    match f.resolve(path) {
+        Ok(id) => Ok((f.idx(), f.dataset(id)?)),
+        Err(e) => {
+            let Some((name, rest)) = f.external_step(path) else {
+                return Err(e);
+            };
+            let (g, id) = f.open_linked(&name)?.follow(&rest)?;
+            Ok((g.idx(), g.dataset(id)?))
+        }
+    }
 }
 
 #[cfg(test)]
