@@ -317,26 +317,157 @@ fn enumeration(c: &mut Cursor<'_>, version: u8, bits: u32, depth: usize) -> Resu
     })
 }
 
-/// Array (class 10): rank, dimensions, (version 2 only) permutation indices, base type.
+/// Array (class 10): rank, dimensions, base type; before version 3 also three reserved bytes
+/// after the rank and one permutation index per dimension after the dimensions.
+///
+/// The specification introduces the array class with version 2, yet version-1 array types
+/// exist: libhdf5 before 1.8 gave version 2 only to compounds with array members and wrote
+/// every other type (the array itself, a vlen of arrays) as version 1, so PyTables files of
+/// that time are full of them. Their fields are those of version 2, and libhdf5 reads them
+/// that way, taking them as version 2 (a build with strict format checks refuses them
+/// instead). The permutation indices were never used by any writer; libhdf5 skips them
+/// unread, and so does this.
 fn array(c: &mut Cursor<'_>, version: u8, depth: usize) -> Result<TypeClass> {
-    if version < 2 {
-        return Err(c.corrupt("array datatype in a version 1 datatype message"));
-    }
     let rank = c.u8()? as usize;
     if rank == 0 || rank > MAX_RANK {
         return Err(c.corrupt(format!("array datatype of rank {rank}")));
     }
-    if version == 2 {
+    let old_fields = version < 3;
+    if old_fields {
         c.skip(3)?; // reserved
     }
     let mut dims = Vec::with_capacity(rank);
     for _ in 0..rank {
         dims.push(c.u32()?);
     }
-    if version == 2 {
-        // Permutation indices: never implemented by any writer, always the identity.
-        c.skip(rank * 4)?;
+    if old_fields {
+        c.skip(rank * 4)?; // permutation indices
     }
     let base = Box::new(decode(c, depth + 1)?);
     Ok(TypeClass::Array { dims, base })
+}
+
+#[cfg(test)]
+mod tests {
+    //! Version-1 array types (see [`array`]), hand-built in the forms old files hold them.
+
+    use super::super::{Datatype, TypeClass};
+    use crate::error::{Error, Result};
+    use crate::io::Cursor;
+
+    /// The 8-byte header of a datatype: version, class, class bits, size.
+    fn hdr(version: u8, class: u8, bits: u32, size: u32) -> Vec<u8> {
+        let mut v = vec![version << 4 | class];
+        v.extend_from_slice(&bits.to_le_bytes()[..3]);
+        v.extend_from_slice(&size.to_le_bytes());
+        v
+    }
+
+    /// A little-endian integer type of `size` bytes (version 1, as old files write it).
+    fn int(size: u32, signed: bool) -> Vec<u8> {
+        let mut v = hdr(1, 0, (signed as u32) << 3, size);
+        v.extend_from_slice(&0u16.to_le_bytes());
+        v.extend_from_slice(&(size as u16 * 8).to_le_bytes());
+        v
+    }
+
+    /// An IEEE little-endian double (version 1).
+    fn f64le() -> Vec<u8> {
+        let mut v = hdr(1, 1, 0x20 | 63 << 8, 8);
+        v.extend_from_slice(&[0, 0, 64, 0, 52, 11, 0, 52]);
+        v.extend_from_slice(&1023u32.to_le_bytes());
+        v
+    }
+
+    /// An array type of `version` with the fields of versions 1 and 2: rank, 3 reserved bytes,
+    /// dimensions, permutation indices, base.
+    fn array(version: u8, dims: &[u32], perm: &[u32], base: &[u8], base_size: u32) -> Vec<u8> {
+        let size = dims.iter().product::<u32>() * base_size;
+        let mut v = hdr(version, 10, 0, size);
+        v.extend_from_slice(&[dims.len() as u8, 0, 0, 0]);
+        for d in dims.iter().chain(perm) {
+            v.extend_from_slice(&d.to_le_bytes());
+        }
+        v.extend_from_slice(base);
+        v
+    }
+
+    /// Decode `b`, requiring every byte to be used.
+    fn parse(b: &[u8]) -> Result<Datatype> {
+        let mut c = Cursor::new(b, 0x100, "datatype message");
+        let t = Datatype::decode(&mut c)?;
+        assert_eq!(c.remaining(), 0, "{t:?}");
+        Ok(t)
+    }
+
+    #[test]
+    fn version_1_array_reads_like_version_2() {
+        // Permutation indices are skipped whatever they hold.
+        let v1 = array(1, &[2, 3], &[1, 0], &int(4, false), 4);
+        let t = parse(&v1).unwrap();
+        assert_eq!(t.version, 1);
+        assert_eq!(t.size, 24);
+        assert_eq!(t.numpy_str(), "array(2x3,<u4)");
+        let mut v2 = v1.clone();
+        v2[0] = 0x2a;
+        assert_eq!(parse(&v2).unwrap().class, t.class);
+    }
+
+    #[test]
+    fn version_1_arrays_inside_other_types() {
+        // A PyTables VLArray of two-element float vectors: a version-1 vlen of a version-1
+        // array.
+        let mut vlen = hdr(1, 9, 0, 16);
+        vlen.extend(array(1, &[2], &[0], &f64le(), 8));
+        assert_eq!(parse(&vlen).unwrap().numpy_str(), "vlen(array(2,<f8))");
+        // A PyTables table: a version-2 compound (no inline member dimensions) whose array
+        // columns are version-1 arrays.
+        let mut table = hdr(2, 6, 2, 2 + 24);
+        table.extend_from_slice(b"id\0\0\0\0\0\0");
+        table.extend_from_slice(&0u32.to_le_bytes());
+        table.extend(int(2, true));
+        table.extend_from_slice(b"pos\0\0\0\0\0");
+        table.extend_from_slice(&2u32.to_le_bytes());
+        table.extend(array(1, &[3], &[0], &f64le(), 8));
+        let t = parse(&table).unwrap();
+        assert_eq!(t.numpy_str(), "{id:<i2@0,pos:array(3,<f8)@2}");
+        let TypeClass::Compound { members } = &t.class else {
+            panic!("{t:?}")
+        };
+        assert_eq!(members[1].dtype.version, 1);
+        // A version-1 compound, its members with the old inline dimension fields (none
+        // here), one of them a version-1 array type.
+        let mut old = hdr(1, 6, 1, 6);
+        old.extend_from_slice(b"a\0\0\0\0\0\0\0");
+        old.extend_from_slice(&0u32.to_le_bytes());
+        old.extend_from_slice(&[0; 28]);
+        old.extend(array(1, &[3], &[0], &int(2, false), 2));
+        assert_eq!(parse(&old).unwrap().numpy_str(), "{a:array(3,<u2)@0}");
+        // An array of a compound holding an array, both version 1.
+        let mut inner = hdr(2, 6, 1, 8);
+        inner.extend_from_slice(b"m\0\0\0\0\0\0\0");
+        inner.extend_from_slice(&0u32.to_le_bytes());
+        inner.extend(array(1, &[2], &[0], &int(4, true), 4));
+        let outer = array(1, &[2], &[0], &inner, 8);
+        assert_eq!(
+            parse(&outer).unwrap().numpy_str(),
+            "array(2,{m:array(2,<i4)@0})"
+        );
+    }
+
+    #[test]
+    fn version_1_arrays_are_checked_as_version_2() {
+        // Rank 0 and ranks over the limit stay corrupt.
+        for rank in [0u8, 33] {
+            let mut v = array(1, &[2], &[0], &int(4, false), 4);
+            v[8] = rank;
+            assert!(
+                matches!(parse(&v), Err(Error::Corrupt { .. })),
+                "rank {rank}"
+            );
+        }
+        // The permutation indices are part of the message: without them it is truncated.
+        let v = array(1, &[2, 3], &[], &[], 4);
+        assert!(matches!(parse(&v), Err(Error::Truncated { .. })));
+    }
 }
