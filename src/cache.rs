@@ -19,11 +19,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 use lru::LruCache;
 
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// Cache key: (file id from [`ChunkCache::new_file_id`] in the high 64 bits and the
 /// dataset's object header address in the low ones, linear chunk number).
@@ -78,12 +79,6 @@ pub struct ChunkCache {
     evictions: AtomicU64,
     /// The last id handed out by [`ChunkCache::new_file_id`].
     files: AtomicU64,
-}
-
-/// Lock a mutex, ignoring poisoning: every critical section leaves the state consistent
-/// (no user code runs under these locks), so a panic elsewhere does not invalidate it.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ChunkCache {

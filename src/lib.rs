@@ -1,8 +1,9 @@
 //! h5mount: read HDF5 files without libhdf5 and serve them as a read-only filesystem.
 //!
-//! Layers, imports only downward: [`io`] → [`mod@format`] → [`layout`] (with [`filters`] and
-//! [`cache`]) → [`model`] → [`fs`] → daemon/cli (in the binary). Nothing below `fs` knows
-//! about FUSE; the library is usable on its own (see [`model::File`] and [`inspect`]).
+//! Layers, imports only downward: [`io`] → [`mod@format`] → [`filters`] and [`cache`] →
+//! [`layout`] → [`model`] → [`views`] → [`fs`] → daemon/cli (in the binary). Nothing below
+//! `fs` knows about FUSE; the library is usable on its own (see [`model::File`] and
+//! [`inspect`]).
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +16,7 @@ pub mod inspect;
 pub mod io;
 pub mod layout;
 pub mod model;
+mod sync;
 pub mod views;
 
 pub use error::{Error, Result};

@@ -16,6 +16,7 @@ use super::resolver::{self, FileIdx, Resolver};
 use super::{Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind};
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::sync::lock;
 use crate::format::messages::datatype::Datatype;
 use crate::format::messages::shared::SharedMessage;
 use crate::format::messages::{self, types, Message};
@@ -323,20 +324,20 @@ impl File {
 
     /// The object header of `id` (cached).
     pub fn header(&self, id: ObjectId) -> Result<Arc<ObjectHeader>> {
-        if let Some(h) = self.headers.lock().unwrap().get(&id.0) {
+        if let Some(h) = lock(&self.headers).get(&id.0) {
             return Ok(h.clone());
         }
         if id.0 == UNDEFINED_ADDR {
             return Err(Error::corrupt("object header", id.0, "undefined address"));
         }
         let h = Arc::new(ObjectHeader::read(&self.storage, id.0, self.sizes())?);
-        self.headers.lock().unwrap().put(id.0, h.clone());
+        lock(&self.headers).put(id.0, h.clone());
         Ok(h)
     }
 
     /// Whether the header of `id` is cached.
     fn headers_cached(&self, id: ObjectId) -> bool {
-        self.headers.lock().unwrap().contains(&id.0)
+        lock(&self.headers).contains(&id.0)
     }
 
     /// Decode a raw message, resolving a shared message to its real body first.
@@ -393,11 +394,11 @@ impl File {
 
     /// Map of message type → fractal heap address of the shared-message indexes.
     fn sohm_heaps(&self) -> Result<Arc<HashMap<u16, u64>>> {
-        if let Some(m) = self.sohm.lock().unwrap().as_ref() {
+        if let Some(m) = lock(&self.sohm).as_ref() {
             return Ok(m.clone());
         }
         let map = Arc::new(super::sohm::read_sohm_indexes(self)?);
-        *self.sohm.lock().unwrap() = Some(map.clone());
+        *lock(&self.sohm) = Some(map.clone());
         Ok(map)
     }
 
@@ -413,7 +414,7 @@ impl File {
     /// (and is kept). Listing a group needs every child's kind, not its attributes, which
     /// often fill continuation chunks.
     pub fn kind(&self, id: ObjectId) -> Result<ObjectKind> {
-        if let Some(h) = self.headers.lock().unwrap().get(&id.0) {
+        if let Some(h) = lock(&self.headers).get(&id.0) {
             return Ok(kind_of(h));
         }
         if id.0 == UNDEFINED_ADDR {
@@ -422,7 +423,7 @@ impl File {
         let (first, complete) = ObjectHeader::read_first_chunk(&self.storage, id.0, self.sizes())?;
         let kind = kind_of(&first);
         if complete {
-            self.headers.lock().unwrap().put(id.0, Arc::new(first));
+            lock(&self.headers).put(id.0, Arc::new(first));
             return Ok(kind);
         }
         if kind == ObjectKind::Dataset {
@@ -433,14 +434,14 @@ impl File {
 
     /// Links of a group, sorted by name (byte order, h5py's default for untracked groups).
     pub fn links(&self, group: ObjectId) -> Result<Arc<Vec<Link>>> {
-        if let Some(l) = self.links.lock().unwrap().get(&group.0) {
+        if let Some(l) = lock(&self.links).get(&group.0) {
             return Ok(l.clone());
         }
         let h = self.header(group)?;
         let mut links = super::group::read_links(self, &h)?;
         links.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
         let links = Arc::new(links);
-        self.links.lock().unwrap().put(group.0, links.clone());
+        lock(&self.links).put(group.0, links.clone());
         Ok(links)
     }
 
@@ -474,7 +475,7 @@ impl File {
         }
         let ids: Vec<ObjectId> = ids
             .into_iter()
-            .filter(|id| !self.links.lock().unwrap().contains(&id.0))
+            .filter(|id| !lock(&self.links).contains(&id.0))
             .take(CRAWL_GROUPS)
             .collect();
         if ids.is_empty() {
@@ -652,12 +653,12 @@ impl File {
 
     /// The dataset at `id` (parsed once, then cached).
     pub fn dataset(&self, id: ObjectId) -> Result<Arc<Dataset>> {
-        if let Some(d) = self.datasets.lock().unwrap().get(&id.0) {
+        if let Some(d) = lock(&self.datasets).get(&id.0) {
             return Ok(d.clone());
         }
         let h = self.header(id)?;
         let d = Arc::new(super::dataset::open_dataset(self, id, &h)?);
-        self.datasets.lock().unwrap().put(id.0, d.clone());
+        lock(&self.datasets).put(id.0, d.clone());
         Ok(d)
     }
 
@@ -734,5 +735,44 @@ pub fn kind_of(h: &ObjectHeader) -> ObjectKind {
         ObjectKind::NamedDatatype
     } else {
         ObjectKind::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic while a cache lock of the file is held (poisoning it) does not fail the
+    /// file's later requests.
+    #[test]
+    fn a_poisoned_cache_lock_is_taken_anyway() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("mount-tests/fixtures/data/groups_earliest.h5");
+        let f = File::open(&path, &OpenOptions::default()).unwrap();
+        let before = f.links(f.root()).unwrap().len();
+        assert!(before > 0);
+        for poison in [0, 1, 2] {
+            let g = f.clone();
+            let r = std::thread::spawn(move || match poison {
+                0 => {
+                    let _held = g.headers.lock();
+                    panic!("while holding the header cache");
+                }
+                1 => {
+                    let _held = g.links.lock();
+                    panic!("while holding the link cache");
+                }
+                _ => {
+                    let _held = g.datasets.lock();
+                    panic!("while holding the dataset cache");
+                }
+            })
+            .join();
+            assert!(r.is_err());
+        }
+        assert!(f.headers.is_poisoned() && f.links.is_poisoned() && f.datasets.is_poisoned());
+        assert_eq!(f.links(f.root()).unwrap().len(), before);
+        let id = f.resolve("/").unwrap();
+        assert!(f.header(id).is_ok());
     }
 }

@@ -1,0 +1,12 @@
+//! The one rule for locks: a lock whose holder panicked (poisoned) is taken anyway.
+//!
+//! Every structure behind a lock here is a cache or a table that stays valid after any
+//! panic (a panic inside a read is contained to that request, see `fs`), so the data are
+//! used as they are rather than failing every later request of the mount.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Lock `m`, recovering it if a panicking holder poisoned it.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
