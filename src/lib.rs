@@ -16,6 +16,7 @@ pub mod inspect;
 pub mod io;
 pub mod layout;
 pub mod model;
+mod panic_guard;
 mod sync;
 pub mod views;
 
