@@ -311,6 +311,18 @@ impl Chunked {
         }
         let full = self.chunk_bytes as u64;
         let raw = !self.filtered || (self.raw_edges && self.is_partial_edge(&coords));
+        if !raw && rec.size > max_stored(full) {
+            return Err(Error::limit(
+                "chunk",
+                rec.addr,
+                format!(
+                    "{} stored bytes for a chunk of {full} bytes: more than its filters can \
+                     produce (at most {})",
+                    rec.size,
+                    max_stored(full)
+                ),
+            ));
+        }
         if raw {
             if rec.size != 0 && rec.size < full {
                 return Err(Error::corrupt(
@@ -642,6 +654,16 @@ enum Source<'a> {
 /// Most chunks one read names in a prefetch hint.
 const MAX_HINTS: usize = 1024;
 
+/// The most stored bytes a filtered chunk of `full` decoded bytes may have: three times its
+/// size plus 64 KiB, more than any chain of the supported filters produces (ZFP at its
+/// highest rate doubles float32 data, szip's raw blocks and the block headers of LZ4,
+/// bzip2, Blosc and the like add a few percent, checksums a few bytes). A larger size in the
+/// chunk index is corrupt, refused before it sizes a buffer or a read (otherwise one bad
+/// record in a large file costs an allocation and a read as big as the file).
+fn max_stored(full: u64) -> u64 {
+    full.saturating_mul(3).saturating_add(64 << 10)
+}
+
 /// Index of the last merged dimension (`m` >= 1).
 fn last_dim(m: usize) -> usize {
     m.saturating_sub(1)
@@ -705,6 +727,7 @@ mod tests {
         _dir: tempfile::TempDir,
     }
 
+    #[derive(Clone)]
     struct Spec<'a> {
         dims: &'a [u64],
         chunk: &'a [u64],
@@ -931,6 +954,48 @@ mod tests {
         // A cache that large allows it; the stored bytes then fail to inflate.
         let e = open(128 << 20).read_at(0, &mut buf).unwrap_err();
         assert!(!e.to_string().contains("exceeds"), "{e}");
+    }
+
+    #[test]
+    fn a_stored_size_no_filter_chain_can_produce_is_refused_before_reading() {
+        // A deflated chunk of 1 KiB whose index record claims 4 GiB of stored bytes, in a
+        // (sparse) file that long: refused without a 4 GiB buffer or read.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.bin");
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len((4 << 30) + 4096)
+            .unwrap();
+        let deflate = FilterPipeline {
+            filters: vec![FilterSpec {
+                id: 1,
+                flags: 0,
+                name: None,
+                client_data: vec![4],
+            }],
+        };
+        let spec = Spec {
+            filters: deflate,
+            ..Spec::plain(&[16, 16], &[16, 16], 4)
+        };
+        let open = |size: u64| {
+            let params = layout_params(spec.clone(), Storage::open(&path).unwrap(), vec![16, 16]);
+            let rec = ChunkRecord {
+                addr: 4096,
+                size,
+                filter_mask: 0,
+            };
+            let map = HashMap::from([(vec![0, 0], rec)]);
+            DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap()
+        };
+        let mut buf = [0u8; 64];
+        let e = open(4 << 30).read_at(0, &mut buf).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("4294967296 stored bytes for a chunk of 1024 bytes"), "{e}");
+        assert!(text.contains(&format!("at most {}", 3 * 1024 + (64 << 10))), "{e}");
+        // Within the bound the bytes are read (zeros, which do not inflate).
+        let e = open(2048).read_at(0, &mut buf).unwrap_err();
+        assert!(!e.to_string().contains("stored bytes for a chunk"), "{e}");
     }
 
     #[test]
