@@ -41,7 +41,7 @@ pub use error::{FsError, FsResult};
 pub use inode::{Node, NodeKind, ROOT_INO};
 pub use xattr::XattrReply;
 
-use crate::model::{File, FileIdx, Link, LinkTarget, ObjectId, ObjectKind, Resolver};
+use crate::model::{Dataset, File, FileIdx, Link, LinkTarget, ObjectId, ObjectKind, Resolver};
 use crate::views::ViewOptions;
 
 /// How the mounted tree presents itself (owner, fallback times).
@@ -102,12 +102,27 @@ pub struct H5Fs {
     logged: Mutex<HashSet<String>>,
     /// Open-file streams and the decode-ahead workers.
     prefetch: prefetch::Prefetcher,
+    /// Open handles of datasets read as they are (no view): what their reads need, resolved
+    /// once at open (see [`Handle`]).
+    handles: RwLock<HashMap<u64, Arc<Handle>>>,
     views: views::Views,
     /// Request counters, served as [`stats::STATS_XATTR`].
     stats: stats::Stats,
     /// Directory mounts: the state of each host directory when its listing was built (a
     /// refresh rebuilds listings whose directory changed).
     host_stamps: Mutex<HashMap<u64, refresh::Stamp>>,
+}
+
+/// An open file handle of a dataset served as its raw bytes: the dataset and its stream,
+/// found once at open, so a read that hits the chunk cache takes no lock of the inode or
+/// file tables (only this table's shared lock, its own stream's and the cache's). Not used
+/// with refresh on, where the file under a handle may be replaced.
+#[derive(Debug)]
+struct Handle {
+    ds: Arc<Dataset>,
+    /// The dataset's path, for messages.
+    path: String,
+    stream: Option<Mutex<prefetch::Stream>>,
 }
 
 /// Debug builds only: a read of the object at the HDF5 path named by this environment
@@ -152,6 +167,7 @@ impl H5Fs {
         let views = views::Views::new(opts.views);
         H5Fs {
             prefetch,
+            handles: RwLock::new(HashMap::new()),
             resolver,
             mounted,
             opts,
@@ -540,11 +556,28 @@ impl H5Fs {
             return Ok(0);
         }
         let ds = self.dataset_of(&node, id)?;
-        Ok(self.prefetch.open(&ds))
+        if self.opts.refresh.is_some() || self.has_primary_view(&node, &ds) {
+            return Ok(self.prefetch.open(&ds));
+        }
+        let fh = self.prefetch.new_handle();
+        let handle = Handle {
+            stream: self.prefetch.stream_for(&ds).map(Mutex::new),
+            ds,
+            path: node.path.clone(),
+        };
+        self.handles
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fh, Arc::new(handle));
+        Ok(fh)
     }
 
     /// Forget file handle `fh`.
     pub fn release(&self, fh: u64) {
+        self.handles
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&fh);
         self.prefetch.release(fh);
     }
 
@@ -584,6 +617,26 @@ impl H5Fs {
         size: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<read::Answer> {
+        if fh != 0 {
+            let handle = self
+                .handles
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&fh)
+                .cloned();
+            if let Some(h) = handle {
+                #[cfg(debug_assertions)]
+                if std::env::var_os(TEST_PANIC_ENV).is_some_and(|p| p == h.path.as_str()) {
+                    panic!("test panic reading {}", h.path);
+                }
+                if let Some(stream) = &h.stream {
+                    self.prefetch
+                        .on_read_stream(stream, &h.ds, offset, u64::from(size));
+                }
+                return read::read_answer(&h.ds, offset, size, out)
+                    .map_err(|e| FsError::model(&h.path, e));
+            }
+        }
         if views::is_sidecar(ino) {
             *out = self.sidecar_read(ino, offset, size)?;
             return Ok(read::Answer::Buffer);

@@ -255,16 +255,39 @@ impl Prefetcher {
 
     /// A new file handle for `ds`, with a stream if the dataset is worth prefetching.
     pub fn open(&self, ds: &Dataset) -> u64 {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        if let Some(piece) = piece_bytes(ds) {
-            if piece.saturating_mul(2) <= self.budget {
-                let mut map = lock(&self.streams);
-                if map.len() < MAX_STREAMS {
-                    map.insert(fh, Stream::new(ds.len(), piece, self.budget));
-                }
+        let fh = self.new_handle();
+        if let Some(stream) = self.stream_for(ds) {
+            let mut map = lock(&self.streams);
+            if map.len() < MAX_STREAMS {
+                map.insert(fh, stream);
             }
         }
         fh
+    }
+
+    /// A new file handle number, with no stream kept here (the caller keeps its own, see
+    /// [`Prefetcher::stream_for`]).
+    pub fn new_handle(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A stream for a new handle of `ds`, if the dataset is worth prefetching.
+    pub fn stream_for(&self, ds: &Dataset) -> Option<Stream> {
+        let piece = piece_bytes(ds)?;
+        (piece.saturating_mul(2) <= self.budget).then(|| Stream::new(ds.len(), piece, self.budget))
+    }
+
+    /// Note a read of `size` bytes at `offset` of `ds` on the caller's own `stream`, queueing
+    /// any read-ahead it calls for.
+    pub fn on_read_stream(
+        &self,
+        stream: &Mutex<Stream>,
+        ds: &Arc<Dataset>,
+        offset: u64,
+        size: u64,
+    ) {
+        let pieces = lock(stream).on_read(offset, size);
+        self.queue(ds, pieces);
     }
 
     /// Forget handle `fh`.
@@ -289,6 +312,11 @@ impl Prefetcher {
             Some(s) => s.on_read(offset, size),
             None => return,
         };
+        self.queue(ds, pieces);
+    }
+
+    /// Queue one decode job per piece `(offset, length)` of `ds`.
+    fn queue(&self, ds: &Arc<Dataset>, pieces: Vec<(u64, u64)>) {
         let total = pieces.len() as u64;
         for (queued, (off, n)) in pieces.into_iter().enumerate() {
             let ds = ds.clone();
