@@ -16,9 +16,9 @@
 //!
 //! Decoded here: deflate (1), shuffle (2), fletcher32 (3), szip (4), nbit (5), scaleoffset
 //! (6), bzip2 (307), lzf (32000), blosc 1 (32001), lz4 (32004), bitshuffle (32008) and zstd
-//! (32015), blosc2 (32026), zfp (32013, float fields of 1-3 dimensions) and lzo (305,
-//! PyTables). Every other id, notably sz/sz3 (32017/32024), is reported as
-//! [`Error::UnknownFilter`].
+//! (32015), blosc2 (32026), zfp (32013, int and float fields of 1-4 dimensions, from
+//! little- or big-endian writers) and lzo (305, PyTables). Every other id, notably sz/sz3
+//! (32017/32024), is reported as [`Error::UnknownFilter`].
 
 use std::cell::RefCell;
 
