@@ -60,6 +60,10 @@ use sel::{Dim, Part, Sel};
 const MAX_NESTING: u32 = 8;
 /// `%b` sources probed per mapping (libhdf5 probes until the first missing one).
 const MAX_PRINTF_SOURCES: u64 = 1 << 16;
+/// Largest element, in bytes, of a virtual dataset: reads assemble whole elements (a read of
+/// part of one, or of a byte range cutting elements, goes through a buffer of whole
+/// elements), so an element size the datatype message may set up to 4 GiB is bounded here.
+const MAX_ELEMENT: u64 = 16 << 20;
 /// Gather a stretch of source ordinals at once when it is at most this many times the elements
 /// a read wants from it...
 const GATHER_SLACK: u64 = 4;
@@ -188,6 +192,17 @@ impl VirtualReader {
             return Err(Error::unsupported(
                 "datatype",
                 format!("{} has no fixed-size byte image", dtype.numpy_str()),
+            ));
+        }
+        if dtype.size as u64 > MAX_ELEMENT {
+            return Err(Error::limit(
+                "virtual dataset",
+                addr,
+                format!(
+                    "elements of {} bytes exceed the {MAX_ELEMENT} bytes a virtual dataset's \
+                     element may have",
+                    dtype.size
+                ),
             ));
         }
         let gcol = GlobalHeapCollection::read(file.storage(), heap.0, file.sizes())?;
@@ -661,6 +676,39 @@ fn find_dataset(f: &File, path: &str) -> Result<(FileIdx, Arc<Dataset>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A virtual dataset whose datatype declares elements of 1 GiB is refused when opened,
+    /// before a read sizes a buffer of one element.
+    #[test]
+    fn huge_elements_are_refused() {
+        use crate::format::messages::layout::LayoutClass;
+        use crate::format::messages::{types, Message};
+        use crate::model::OpenOptions;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("mount-tests/fixtures/vds/vds_latest.h5");
+        let f = File::open(&path, &OpenOptions::default()).unwrap();
+        let id = f.resolve("/concat").unwrap();
+        let header = f.header(id).unwrap();
+        let (mut layout, mut dtype) = (None, None);
+        for raw in header.messages_of(types::LAYOUT).chain(header.messages_of(types::DATATYPE)) {
+            match f.decode(raw).unwrap() {
+                Message::Layout(l) => layout = Some(l),
+                Message::Datatype(t) => dtype = Some(t),
+                _ => {}
+            }
+        }
+        let LayoutClass::Virtual { heap_addr, index } = layout.unwrap().class else {
+            panic!("not virtual")
+        };
+        let mut dtype = dtype.unwrap();
+        let open = |dtype: &Datatype| {
+            VirtualReader::open(&f, id.0, (heap_addr, index), &[4, 10], &[4, 10], dtype, None)
+        };
+        assert!(open(&dtype).is_ok());
+        dtype.size = 1 << 30;
+        let e = open(&dtype).unwrap_err().to_string();
+        assert!(e.contains("elements of 1073741824 bytes exceed"), "{e}");
+    }
 
     #[test]
     fn printf_names() {
