@@ -256,7 +256,7 @@ impl B2nd {
         let ext_items = checked_product(&grid)?
             .checked_mul(block_items)
             .ok_or("b2nd chunk too large")?;
-        if ext_items == 0 || data.len() % ext_items != 0 {
+        if ext_items == 0 || !data.len().is_multiple_of(ext_items) {
             return Err(format!(
                 "b2nd chunk of {} bytes is not a whole number of {ext_items} items",
                 data.len()
@@ -336,7 +336,7 @@ fn fill_special(
                 8 => &[0, 0, 0, 0, 0, 0, 0xf8, 0x7f],
                 t => return Err(format!("NaN run with type size {t}")),
             };
-            if n % nan.len() != 0 {
+            if !n.is_multiple_of(nan.len()) {
                 return Err("NaN run not a whole number of elements".into());
             }
             out.extend(nan.iter().cycle().take(n));
@@ -345,7 +345,7 @@ fn fill_special(
             let v = value
                 .filter(|v| !v.is_empty())
                 .ok_or("repeated value missing")?;
-            if n % v.len() != 0 {
+            if !n.is_multiple_of(v.len()) {
                 return Err("value run not a whole number of elements".into());
             }
             out.extend(v.iter().cycle().take(n));

@@ -222,7 +222,7 @@ fn unmap(samples: &mut [u32], bits: u32, rsi_len: usize) {
             let theta = x.min(xmax - x);
             let delta = *d as u64;
             x = if delta <= 2 * theta {
-                if delta % 2 == 0 {
+                if delta.is_multiple_of(2) {
                     x + delta / 2
                 } else {
                     x - delta.div_ceil(2)

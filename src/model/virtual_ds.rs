@@ -538,7 +538,7 @@ impl VirtualReader {
         let e0 = offset / self.esize;
         let e1 = end.div_ceil(self.esize);
         let skip = (offset - e0 * self.esize) as usize;
-        if skip == 0 && end % self.esize == 0 {
+        if skip == 0 && end.is_multiple_of(self.esize) {
             self.read_elements(e0, e1, &mut buf[..n])?;
         } else {
             let mut tmp = vec![0u8; ((e1 - e0) * self.esize) as usize];

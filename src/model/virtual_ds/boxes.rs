@@ -189,7 +189,7 @@ fn merge(x: Dim, y: Dim) -> Option<Dim> {
             n: 2 * x.block,
         });
     }
-    if !single && x.n % x.block == 0 && gap == (x.n / x.block) * x.stride {
+    if !single && x.n.is_multiple_of(x.block) && gap == (x.n / x.block) * x.stride {
         return Some(Dim { n: x.n + y.n, ..x });
     }
     None
