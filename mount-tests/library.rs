@@ -97,7 +97,7 @@ fn check_dataset(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, o: &Va
         });
     }
     if let Some(l) = o["layout"].as_str() {
-        r.check(l == i.layout, || {
+        r.check(l == i.layout.name(), || {
             format!("{path}: layout {} != {l}", i.layout)
         });
     }
@@ -108,7 +108,7 @@ fn check_dataset(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, o: &Va
         });
     }
     if let Some(x) = o["chunk_index"].as_str() {
-        r.check(Some(x) == i.chunk_index, || {
+        r.check(Some(x) == i.chunk_index.map(|k| k.name()), || {
             format!("{path}: chunk index {:?} != {x}", i.chunk_index)
         });
     }

@@ -50,7 +50,7 @@ fn virtual_datasets_match_h5py() {
         let (file, path) = key.split_once(':').unwrap();
         let f = File::open(&dir().join(file), &OpenOptions::default()).unwrap();
         let d = f.dataset(f.resolve(path).unwrap()).unwrap();
-        assert_eq!(d.info.layout, "virtual", "{key}");
+        assert_eq!(d.info.layout, h5mount::model::LayoutKind::Virtual, "{key}");
         let shape: Vec<u64> = want["shape"]
             .as_array()
             .unwrap()

@@ -126,7 +126,7 @@ fn list(file: &Arc<File>, start: Option<&str>, out: &mut dyn Write) -> Result<()
                         }
                     }
                     s.push(' ');
-                    s.push_str(i.layout);
+                    s.push_str(i.layout.name());
                     if let Some(c) = &i.chunk_shape {
                         s.push_str(&format!(" chunks={}", shape_text(c)));
                     }

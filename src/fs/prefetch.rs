@@ -355,7 +355,7 @@ impl Prefetcher {
 /// (not chunked, or no filters: served by `pread` and the kernel's readahead).
 fn piece_bytes(ds: &Dataset) -> Option<u64> {
     let info = &ds.info;
-    if info.layout != "chunked" || (info.filters.is_empty() && !ds.is_remote()) || ds.is_empty() {
+    if info.layout != crate::model::LayoutKind::Chunked || (info.filters.is_empty() && !ds.is_remote()) || ds.is_empty() {
         return None;
     }
     let npoints = info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;

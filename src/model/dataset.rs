@@ -28,14 +28,73 @@ pub struct DatasetInfo {
     pub max_shape: Option<Vec<u64>>,
     /// True for a null dataspace.
     pub null: bool,
-    /// "compact", "contiguous", "chunked", "virtual", or "external".
-    pub layout: &'static str,
+    pub layout: LayoutKind,
     pub chunk_shape: Option<Vec<u64>>,
-    /// "btree-v1", "single", "implicit", "fixed-array", "extensible-array", "btree-v2".
-    pub chunk_index: Option<&'static str>,
+    pub chunk_index: Option<ChunkIndexKind>,
     pub filters: Vec<FilterSpec>,
     /// User-defined fill value bytes, if any.
     pub fill_value: Option<Vec<u8>>,
+}
+
+/// How a dataset's bytes are stored (shown as `user.h5.layout` and by `inspect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutKind {
+    Compact,
+    Contiguous,
+    Chunked,
+    Virtual,
+    /// Contiguous storage in external files (an external file list).
+    External,
+}
+
+impl LayoutKind {
+    /// The name shown for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LayoutKind::Compact => "compact",
+            LayoutKind::Contiguous => "contiguous",
+            LayoutKind::Chunked => "chunked",
+            LayoutKind::Virtual => "virtual",
+            LayoutKind::External => "external",
+        }
+    }
+}
+
+impl std::fmt::Display for LayoutKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The index of a chunked dataset's chunks (shown as `user.h5.chunk_index`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkIndexKind {
+    BtreeV1,
+    Single,
+    Implicit,
+    FixedArray,
+    ExtensibleArray,
+    BtreeV2,
+}
+
+impl ChunkIndexKind {
+    /// The name shown for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChunkIndexKind::BtreeV1 => "btree-v1",
+            ChunkIndexKind::Single => "single",
+            ChunkIndexKind::Implicit => "implicit",
+            ChunkIndexKind::FixedArray => "fixed-array",
+            ChunkIndexKind::ExtensibleArray => "extensible-array",
+            ChunkIndexKind::BtreeV2 => "btree-v2",
+        }
+    }
+}
+
+impl std::fmt::Display for ChunkIndexKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 #[derive(Debug)]
@@ -136,21 +195,21 @@ impl Dataset {
     }
 }
 
-fn layout_names(layout: &Layout) -> (&'static str, Option<Vec<u64>>, Option<&'static str>) {
+fn layout_names(layout: &Layout) -> (LayoutKind, Option<Vec<u64>>, Option<ChunkIndexKind>) {
     match &layout.class {
-        LayoutClass::Compact { .. } => ("compact", None, None),
-        LayoutClass::Contiguous { .. } => ("contiguous", None, None),
-        LayoutClass::Virtual { .. } => ("virtual", None, None),
+        LayoutClass::Compact { .. } => (LayoutKind::Compact, None, None),
+        LayoutClass::Contiguous { .. } => (LayoutKind::Contiguous, None, None),
+        LayoutClass::Virtual { .. } => (LayoutKind::Virtual, None, None),
         LayoutClass::Chunked(c) => {
             let index = match c.index {
-                ChunkIndexSpec::BtreeV1 { .. } => "btree-v1",
-                ChunkIndexSpec::SingleChunk { .. } => "single",
-                ChunkIndexSpec::Implicit { .. } => "implicit",
-                ChunkIndexSpec::FixedArray { .. } => "fixed-array",
-                ChunkIndexSpec::ExtensibleArray { .. } => "extensible-array",
-                ChunkIndexSpec::BtreeV2 { .. } => "btree-v2",
+                ChunkIndexSpec::BtreeV1 { .. } => ChunkIndexKind::BtreeV1,
+                ChunkIndexSpec::SingleChunk { .. } => ChunkIndexKind::Single,
+                ChunkIndexSpec::Implicit { .. } => ChunkIndexKind::Implicit,
+                ChunkIndexSpec::FixedArray { .. } => ChunkIndexKind::FixedArray,
+                ChunkIndexSpec::ExtensibleArray { .. } => ChunkIndexKind::ExtensibleArray,
+                ChunkIndexSpec::BtreeV2 { .. } => ChunkIndexKind::BtreeV2,
             };
-            ("chunked", Some(c.chunk_dims.clone()), Some(index))
+            (LayoutKind::Chunked, Some(c.chunk_dims.clone()), Some(index))
         }
     }
 }
@@ -211,7 +270,7 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
 
     let (mut layout_name, chunk_shape, chunk_index) = layout_names(&layout);
     if efl.is_some() {
-        layout_name = "external";
+        layout_name = LayoutKind::External;
     }
     let null = space.kind == DataspaceKind::Null;
     let npoints = space.npoints();

@@ -11,7 +11,7 @@ pub mod value;
 pub mod virtual_ds;
 
 pub use attribute::Attribute;
-pub use dataset::{Dataset, DatasetInfo};
+pub use dataset::{ChunkIndexKind, Dataset, DatasetInfo, LayoutKind};
 pub use file::{File, OpenOptions};
 pub use group::{Link, LinkTarget};
 pub use resolver::{FileIdx, Resolver, ResolverOptions};
