@@ -349,7 +349,24 @@ fn duplicate(e: &Error) -> Error {
             len: *len,
             source: std::io::Error::new(source.kind(), source.to_string()),
         },
-        Error::Truncated { what, addr } => Error::Truncated { what, addr: *addr },
+        Error::Truncated {
+            what,
+            addr,
+            offset,
+            need,
+            have,
+        } => Error::Truncated {
+            what,
+            addr: *addr,
+            offset: *offset,
+            need: *need,
+            have: *have,
+        },
+        Error::ShortImage { what, got, want } => Error::ShortImage {
+            what,
+            got: *got,
+            want: *want,
+        },
         Error::Corrupt { what, addr, detail } => Error::Corrupt {
             what,
             addr: *addr,

@@ -34,9 +34,23 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A structure extends past the end of the file (or of its enclosing block).
-    #[error("{what} at {addr:#x} is truncated")]
-    Truncated { what: &'static str, addr: u64 },
+    /// A structure extends past the end of the file (or of its enclosing block): `need`
+    /// bytes were wanted at `offset` bytes into the structure at `addr`, `have` were there.
+    #[error("{what} at {addr:#x} is truncated: {need} bytes needed at offset {offset}, {have} there")]
+    Truncated {
+        what: &'static str,
+        addr: u64,
+        offset: u64,
+        need: u64,
+        have: u64,
+    },
+    /// A byte image (a dataset's, read whole by a tool) ended before its length.
+    #[error("{what} ended after {got} of {want} bytes")]
+    ShortImage {
+        what: &'static str,
+        got: u64,
+        want: u64,
+    },
     /// A structure's bytes are inconsistent.
     #[error("corrupt {what} at {addr:#x}: {detail}")]
     Corrupt {
@@ -93,6 +107,18 @@ impl Error {
         }
     }
 
+    /// Shorthand for [`Error::Truncated`] of a read of `need` bytes at `addr` (offset 0) with
+    /// `have` bytes there.
+    pub fn truncated(what: &'static str, addr: u64, need: u64, have: u64) -> Self {
+        Error::Truncated {
+            what,
+            addr,
+            offset: 0,
+            need,
+            have,
+        }
+    }
+
     /// Shorthand for [`Error::Limit`].
     pub fn limit(what: &'static str, addr: u64, detail: impl fmt::Display) -> Self {
         Error::Limit {
@@ -126,6 +152,7 @@ impl Error {
         match self {
             Error::Io { .. }
             | Error::Truncated { .. }
+            | Error::ShortImage { .. }
             | Error::Corrupt { .. }
             | Error::Checksum { .. }
             | Error::Limit { .. }

@@ -212,9 +212,8 @@ impl Pipeline {
             let n = usize::try_from(stored)
                 .ok()
                 .filter(|_| stored <= storage.available(chunk_addr))
-                .ok_or(Error::Truncated {
-                    what: "chunk",
-                    addr: chunk_addr,
+                .ok_or_else(|| {
+                    Error::truncated("chunk", chunk_addr, stored, storage.available(chunk_addr))
                 })?;
             if !self.applies(filter_mask) && n == out.len() {
                 // Every filter skipped (an optional one that did not pay off, as LZF on

@@ -264,6 +264,9 @@ impl Superblock {
             check_driver(m.data.get(1..9).ok_or(Error::Truncated {
                 what: "driver info message",
                 addr: m.addr,
+                offset: 1,
+                need: 8,
+                have: m.data.len().saturating_sub(1) as u64,
             })?)?;
         }
         if let Some(m) = header.first(types::FSINFO) {

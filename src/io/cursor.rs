@@ -85,7 +85,7 @@ impl<'a> Cursor<'a> {
     /// Move to an absolute position within the slice.
     pub fn seek(&mut self, pos: usize) -> Result<()> {
         if pos > self.data.len() {
-            return Err(self.truncated());
+            return Err(self.truncated_at(pos, 0));
         }
         self.pos = pos;
         Ok(())
@@ -105,11 +105,19 @@ impl<'a> Cursor<'a> {
         Ok(())
     }
 
-    /// An error naming this structure at the current position.
+    /// An error naming this structure, the current position and the bytes left there.
     pub fn truncated(&self) -> Error {
+        self.truncated_at(self.pos, 1)
+    }
+
+    /// An error for `need` bytes wanted at `pos` of this structure.
+    fn truncated_at(&self, pos: usize, need: usize) -> Error {
         Error::Truncated {
             what: self.what,
             addr: self.addr,
+            offset: pos as u64,
+            need: need as u64,
+            have: self.data.len().saturating_sub(pos) as u64,
         }
     }
 
@@ -120,9 +128,12 @@ impl<'a> Cursor<'a> {
 
     /// Take the next `n` bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).ok_or_else(|| self.truncated())?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .ok_or_else(|| self.truncated_at(self.pos, n))?;
         if end > self.data.len() {
-            return Err(self.truncated());
+            return Err(self.truncated_at(self.pos, n));
         }
         let s = &self.data[self.pos..end];
         self.pos = end;
@@ -224,6 +235,39 @@ mod tests {
         assert_eq!(c.offset(s4).unwrap(), 1);
         assert_eq!(c.length(s4).unwrap(), 2);
         assert!(matches!(c.u8(), Err(Error::Truncated { addr: 0x10, .. })));
+    }
+
+    #[test]
+    fn truncation_says_where_and_how_much() {
+        let d = [1u8, 2, 3, 4, 5, 6];
+        let mut c = Cursor::new(&d, 0x40, "thing");
+        c.skip(4).unwrap();
+        let e = c.u32().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Truncated {
+                    what: "thing",
+                    addr: 0x40,
+                    offset: 4,
+                    need: 4,
+                    have: 2
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "thing at 0x40 is truncated: 4 bytes needed at offset 4, 2 there"
+        );
+        assert!(matches!(
+            c.seek(9),
+            Err(Error::Truncated {
+                offset: 9,
+                have: 0,
+                ..
+            })
+        ));
     }
 
     #[test]

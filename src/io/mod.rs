@@ -32,9 +32,10 @@ pub fn read_fully(
     while done < len {
         match read_at(done as u64, &mut buf[done..])? {
             0 => {
-                return Err(Error::Truncated {
+                return Err(Error::ShortImage {
                     what,
-                    addr: done as u64,
+                    got: done as u64,
+                    want: len as u64,
                 })
             }
             n => done += n,

@@ -121,7 +121,7 @@ impl Storage {
                 a.checked_add(len)
                     .is_some_and(|end| end <= self.inner.len())
             })
-            .ok_or(Error::Truncated { what, addr })?;
+            .ok_or_else(|| Error::truncated(what, addr, len, self.available(addr)))?;
         let mut done = 0usize;
         while done < buf.len() {
             let at = abs + done as u64;
@@ -131,7 +131,16 @@ impl Storage {
                 self.inner.read_at(at, &mut buf[done..])
             };
             match got {
-                Ok(0) => return Err(Error::Truncated { what, addr }),
+                Ok(0) => {
+                    // The source ended early (a file truncated while mounted).
+                    return Err(Error::Truncated {
+                        what,
+                        addr,
+                        offset: done as u64,
+                        need: len - done as u64,
+                        have: 0,
+                    });
+                }
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(source) => {
@@ -151,7 +160,7 @@ impl Storage {
     /// against the file before allocating, so a corrupt length cannot cause a huge allocation.
     pub fn read_vec(&self, addr: u64, len: u64, what: &'static str) -> Result<Vec<u8>> {
         if len > self.available(addr) {
-            return Err(Error::Truncated { what, addr });
+            return Err(Error::truncated(what, addr, len, self.available(addr)));
         }
         let mut v = vec![0u8; len as usize];
         self.read_at(addr, &mut v, what)?;
@@ -173,7 +182,7 @@ impl Storage {
     pub fn read_up_to(&self, addr: u64, len: u64, what: &'static str) -> Result<Vec<u8>> {
         let n = len.min(self.available(addr));
         if n == 0 && len > 0 {
-            return Err(Error::Truncated { what, addr });
+            return Err(Error::truncated(what, addr, len, 0));
         }
         self.read_vec(addr, n, what)
     }

@@ -332,10 +332,12 @@ impl Chunked {
                 ));
             }
             if full > self.storage.available(rec.addr) {
-                return Err(Error::Truncated {
-                    what: "chunk",
-                    addr: rec.addr,
-                });
+                return Err(Error::truncated(
+                    "chunk",
+                    rec.addr,
+                    full,
+                    self.storage.available(rec.addr),
+                ));
             }
         }
         Ok(Some((rec, raw)))

@@ -259,10 +259,7 @@ impl ObjectHeader {
         } else if n >= 1 && first[0] == 1 {
             v1::read(storage, addr, sizes, first_only)
         } else if n == 0 {
-            Err(Error::Truncated {
-                what: "object header",
-                addr,
-            })
+            Err(Error::truncated("object header", addr, 4, 0))
         } else {
             Err(Error::corrupt(
                 "object header",
