@@ -24,9 +24,6 @@
 //! link; directory mounts (HDF5 files as directories, other files passed through, no file
 //! opened by listing); refresh of a replaced file, for a file and a directory mount, driven
 //! by calling the refresh entry points directly (no waiting for a period).
-//!
-//! One test is `#[ignore]`d because it fails on a known bug (a refreshed group keeps the
-//! path it was first shown at); `cargo test --test fs_core -- --ignored` runs it.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::ffi::OsStr;
@@ -1617,14 +1614,12 @@ fn a_refresh_serves_a_file_replaced_on_disk() {
     assert_eq!(watcher.check(&fs), Outcome::Unchanged);
 }
 
-/// Known bug (see the report of issue 16): inode nodes keep the path they were first shown
-/// at across refreshes, and a group already shown at another path is shown as a symlink to
-/// that path. After a refresh, a group whose header address was shown before under another
-/// name (a renamed group; here, a replacing file whose `/a` sits where the old file's
-/// `/level0` did, address 179) is a symlink to the old, now missing path (`level0`):
-/// `/a/data` cannot be reached. Run with `--ignored` to see it fail.
+/// After a refresh, a group whose header address was shown before under another name (a
+/// renamed group; here, a replacing file whose `/a` sits where the old file's `/level0`
+/// did, address 179) is a directory where it is found now, with the same inode number. It
+/// used to be a symlink to the old, now missing path (nodes kept the path they were first
+/// shown at), and `/a/data` could not be reached.
 #[test]
-#[ignore = "bug: after a refresh, a group shown before under another path is a dangling symlink"]
 fn after_a_refresh_a_group_is_a_directory_at_its_new_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f.h5");

@@ -61,6 +61,11 @@ impl H5Fs {
                 .filter(|_| target.as_ref().is_some_and(|f| f.root() == id))
         });
         if let Some(seen) = seen {
+            // Found again after a refresh: the object is where it is found now (the file
+            // may have moved or replaced it; its old path may lead elsewhere or nowhere).
+            if seen.before_refresh && matches!(seen.kind, inode::NodeKind::Object(_)) {
+                return Some(self.inodes.rebind(&seen, parent, name));
+            }
             let is_group = target
                 .as_ref()
                 .is_some_and(|f| matches!(f.kind(id), Ok(ObjectKind::Group)));

@@ -84,6 +84,10 @@ pub struct Node {
     pub kind: NodeKind,
     /// Attributes, computed on first use.
     pub attr: OnceLock<Attr>,
+    /// Made before the last refresh (see [`InodeTable::reset_attrs`]): where the object was
+    /// shown then may not lead to it in the new view, so its path is taken again from where
+    /// it is found next ([`InodeTable::rebind`]).
+    pub before_refresh: bool,
 }
 
 impl Node {
@@ -208,6 +212,7 @@ impl InodeTable {
                 anchor: None,
                 kind,
                 attr: OnceLock::new(),
+                before_refresh: false,
             }),
         );
         InodeTable {
@@ -252,6 +257,7 @@ impl InodeTable {
             }),
             kind,
             attr: OnceLock::new(),
+            before_refresh: false,
         });
         t.by_host.insert(rel, ino);
         if is_root {
@@ -330,6 +336,7 @@ impl InodeTable {
             anchor,
             kind: NodeKind::Object(id),
             attr: OnceLock::new(),
+            before_refresh: false,
         });
         t.by_object.insert((file, id), ino);
         t.nodes.insert(ino, node.clone());
@@ -363,6 +370,7 @@ impl InodeTable {
             anchor: parent.anchor.clone(),
             kind: NodeKind::Symlink { target },
             attr: OnceLock::new(),
+            before_refresh: false,
         });
         t.by_link.insert(key, ino);
         t.nodes.insert(ino, node.clone());
@@ -388,8 +396,26 @@ impl InodeTable {
                 anchor: node.anchor.clone(),
                 kind: node.kind.clone(),
                 attr: OnceLock::new(),
+                before_refresh: node.ino != ROOT_INO,
             });
         }
+    }
+
+    /// Node `old` (an object's, made before a refresh) as found now: `name` in `parent`,
+    /// the same inode number.
+    pub fn rebind(&self, old: &Node, parent: &Node, name: &str) -> Arc<Node> {
+        let node = Arc::new(Node {
+            ino: old.ino,
+            parent: parent.ino,
+            path: join_path(&parent.path, name),
+            file: old.file,
+            anchor: old.anchor.clone(),
+            kind: old.kind.clone(),
+            attr: OnceLock::new(),
+            before_refresh: false,
+        });
+        self.write().nodes.insert(old.ino, node.clone());
+        node
     }
 
     /// The node of object `id` of file `file`, if it was handed out.
