@@ -57,12 +57,66 @@ struct Prepared {
     stamp: Stamp,
 }
 
+/// Whether `dir` is the mountpoint of a mount of this process's namespace, other than an
+/// automount point (a line of `/proc/self/mountinfo`, whose fifth field is the mountpoint
+/// with spaces, tabs, newlines and backslashes written as octal escapes).
+fn is_mountpoint(dir: &Path) -> bool {
+    let Ok(dir) = std::fs::canonicalize(dir) else {
+        return false;
+    };
+    let Ok(table) = std::fs::read("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = dir.as_os_str().as_encoded_bytes();
+    table.split(|&b| b == b'\n').any(|line| {
+        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+        // The filesystem type follows the "-" separator. An automount point (autofs, as
+        // a systemd .automount unit makes) is where the real mount is meant to go.
+        let fstype = fields
+            .iter()
+            .position(|f| *f == b"-")
+            .and_then(|i| fields.get(i + 1));
+        fields.get(4).is_some_and(|f| unescape_mountinfo(f) == want)
+            && fstype != Some(&&b"autofs"[..])
+    })
+}
+
+/// A mountinfo field with its octal escapes (`\040`) decoded.
+fn unescape_mountinfo(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field.get(i + 1..i + 4).and_then(|d| {
+            d.iter()
+                .all(|c| (b'0'..=b'7').contains(c))
+                .then(|| d.iter().fold(0u32, |a, c| a * 8 + u32::from(c - b'0')))
+        });
+        match (field[i], octal) {
+            (b'\\', Some(v)) if v < 256 => {
+                out.push(v as u8);
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 /// Open the file and check the mountpoint; the message is the one line to print.
 fn prepare(cfg: &Config) -> Result<Prepared, String> {
     let mp = &cfg.mountpoint;
     let mp_meta = std::fs::metadata(mp).map_err(|e| format!("{}: {e}", mp.display()))?;
     if !mp_meta.is_dir() {
         return Err(format!("{}: not a directory", mp.display()));
+    }
+    if is_mountpoint(mp) {
+        return Err(format!(
+            "{}: already a mountpoint; unmount it first (a second mount would hide the first)",
+            mp.display()
+        ));
     }
     let f = &cfg.file;
     #[cfg(feature = "remote")]
@@ -650,6 +704,15 @@ fn lazy_unmount(mountpoint: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        assert_eq!(unescape_mountinfo(br"/mnt/a\040b\011c"), b"/mnt/a b\tc");
+        assert_eq!(unescape_mountinfo(br"/x\134y\9"), br"/x\y\9");
+        assert!(is_mountpoint(Path::new("/proc")));
+        let fresh = tempfile::tempdir().unwrap();
+        assert!(!is_mountpoint(fresh.path()));
+    }
 
     #[test]
     fn urls_are_shown_without_credentials() {
