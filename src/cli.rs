@@ -20,7 +20,8 @@ pub enum Command {
 #[derive(Parser, Debug)]
 #[command(
     name = "h5mount",
-    version,
+    // The commit the binary was built from (build.rs).
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("H5MOUNT_COMMIT"), ")"),
     about = "Mount an HDF5 file, or a directory of them, read-only: groups become directories, \
              datasets files of raw elements (the bytes of numpy's ds[()].tobytes())",
     args_conflicts_with_subcommands = true,
@@ -228,6 +229,25 @@ fn into_command(cli: Cli) -> Result<Command, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--version` names the commit built from: the checkout's, when git can tell.
+    #[test]
+    fn version_names_the_commit() {
+        use clap::CommandFactory;
+        let v = Cli::command().render_version();
+        assert!(v.starts_with(&format!("h5mount {} (", env!("CARGO_PKG_VERSION"))), "{v}");
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        match head {
+            Some(h) => assert!(v.contains(&format!("commit {h}")), "{v} vs {h}"),
+            None => assert!(v.contains("unknown commit"), "{v}"),
+        }
+    }
 
     fn parse(args: &[&str]) -> Result<Command, String> {
         let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
