@@ -102,7 +102,10 @@ fn virtual_datasets_match_h5py_through_the_mount() {
         let file = format!("vds_{form}.h5");
         let m = harness::Mount::background(&dir().join(&file), &[]);
         let mut seen = 0;
-        for (key, want) in exp.iter().filter(|(k, _)| k.starts_with(&format!("{file}:"))) {
+        for (key, want) in exp
+            .iter()
+            .filter(|(k, _)| k.starts_with(&format!("{file}:")))
+        {
             let path = key.split_once(':').unwrap().1;
             let p = m.at(path);
             let nbytes = want["nbytes"].as_u64().unwrap();
@@ -110,8 +113,8 @@ fn virtual_datasets_match_h5py_through_the_mount() {
                 .unwrap_or_else(|e| panic!("{key}: {e}"))
                 .len();
             assert_eq!(len, nbytes, "{key}");
-            let digest = harness::read_three_ways(&p, len as usize)
-                .unwrap_or_else(|e| panic!("{key}: {e}"));
+            let digest =
+                harness::read_three_ways(&p, len as usize).unwrap_or_else(|e| panic!("{key}: {e}"));
             assert_eq!(digest, want["sha256"].as_str().unwrap(), "{key}");
             seen += 1;
         }

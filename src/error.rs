@@ -36,7 +36,9 @@ pub enum Error {
     },
     /// A structure extends past the end of the file (or of its enclosing block): `need`
     /// bytes were wanted at `offset` bytes into the structure at `addr`, `have` were there.
-    #[error("{what} at {addr:#x} is truncated: {need} bytes needed at offset {offset}, {have} there")]
+    #[error(
+        "{what} at {addr:#x} is truncated: {need} bytes needed at offset {offset}, {have} there"
+    )]
     Truncated {
         what: &'static str,
         addr: u64,

@@ -23,7 +23,14 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let build = |strategy: &str| {
             Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
-                .args(["--edition", "2021", "--crate-type", "lib", "--emit", "metadata"])
+                .args([
+                    "--edition",
+                    "2021",
+                    "--crate-type",
+                    "lib",
+                    "--emit",
+                    "metadata",
+                ])
                 .args(["-C", &format!("panic={strategy}"), "--crate-name", "guard"])
                 .arg("--out-dir")
                 .arg(out.path())

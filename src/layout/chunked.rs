@@ -993,8 +993,14 @@ mod tests {
         let mut buf = [0u8; 64];
         let e = open(4 << 30).read_at(0, &mut buf).unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("4294967296 stored bytes for a chunk of 1024 bytes"), "{e}");
-        assert!(text.contains(&format!("at most {}", 3 * 1024 + (64 << 10))), "{e}");
+        assert!(
+            text.contains("4294967296 stored bytes for a chunk of 1024 bytes"),
+            "{e}"
+        );
+        assert!(
+            text.contains(&format!("at most {}", 3 * 1024 + (64 << 10))),
+            "{e}"
+        );
         // Within the bound the bytes are read (zeros, which do not inflate).
         let e = open(2048).read_at(0, &mut buf).unwrap_err();
         assert!(!e.to_string().contains("stored bytes for a chunk"), "{e}");

@@ -16,13 +16,13 @@ use super::resolver::{self, FileIdx, Resolver};
 use super::{Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind};
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::sync::lock;
 use crate::format::messages::datatype::Datatype;
 use crate::format::messages::shared::SharedMessage;
 use crate::format::messages::{self, types, Message};
 use crate::format::object_header::{flags, ObjectHeader, RawMessage};
 use crate::format::superblock::Superblock;
 use crate::io::{Sizes, Storage, UNDEFINED_ADDR};
+use crate::sync::lock;
 
 /// Options for opening a file.
 #[derive(Clone, Debug)]

@@ -690,7 +690,10 @@ mod tests {
         let id = f.resolve("/concat").unwrap();
         let header = f.header(id).unwrap();
         let (mut layout, mut dtype) = (None, None);
-        for raw in header.messages_of(types::LAYOUT).chain(header.messages_of(types::DATATYPE)) {
+        for raw in header
+            .messages_of(types::LAYOUT)
+            .chain(header.messages_of(types::DATATYPE))
+        {
             match f.decode(raw).unwrap() {
                 Message::Layout(l) => layout = Some(l),
                 Message::Datatype(t) => dtype = Some(t),
@@ -702,7 +705,15 @@ mod tests {
         };
         let mut dtype = dtype.unwrap();
         let open = |dtype: &Datatype| {
-            VirtualReader::open(&f, id.0, (heap_addr, index), &[4, 10], &[4, 10], dtype, None)
+            VirtualReader::open(
+                &f,
+                id.0,
+                (heap_addr, index),
+                &[4, 10],
+                &[4, 10],
+                dtype,
+                None,
+            )
         };
         assert!(open(&dtype).is_ok());
         dtype.size = 1 << 30;

@@ -440,7 +440,10 @@ mod tests {
         assert_eq!(f32::from_bits(soft.one(tie) as u32), 1.0 + f32::EPSILON);
         for x in [0.1f64, -2.5, 1e-3, 3.0e38, 1e-40, -1e-44, 6.0e-39] {
             let a = f32::from_bits(soft.one(x.to_bits()) as u32);
-            assert!((a as f64 - x).abs() <= (x.abs() * 1e-7).max(1.5e-45), "{x}: {a}");
+            assert!(
+                (a as f64 - x).abs() <= (x.abs() * 1e-7).max(1.5e-45),
+                "{x}: {a}"
+            );
         }
         assert!(f32::from_bits(soft.one(1e300f64.to_bits()) as u32).is_infinite());
         assert_eq!(soft.one(f64::NAN.to_bits()), 0x7fff_ffff);
