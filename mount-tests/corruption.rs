@@ -13,11 +13,15 @@
 //! every dataset read at a few ranges, and is listed by `inspect`, inside a worker thread under
 //! `catch_unwind` and a wall-clock bound. The suite fails on a panic, on a case that outlives
 //! its bound, on an error whose text names nothing (empty, or a structural error without an
-//! address), and when the peak resident size of the test process (`VmHWM`) grows past a bound.
+//! address), and when the peak resident size (`VmHWM`) of the work grows past a bound. That
+//! size is measured in a child process: the test binary runs itself again with only that
+//! test selected (see [`peak_rss_of`]), so the other tests running meanwhile in this process
+//! do not count.
 
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -33,16 +37,31 @@ const MAX_OBJECTS: usize = 3_000;
 /// Bytes read per range of a dataset: small, because a range of a dataset of one-byte chunks
 /// (`chunked_huge_latest.h5`) costs one chunk lookup per byte, slow in a debug build.
 const READ_LEN: usize = 4 << 10;
-/// Peak resident size allowed for the whole test process.
-const MAX_HWM_KB: u64 = 400 << 10;
+/// Peak resident size allowed for a child process running one part of the mutation runs.
+const PART_HWM_KB: u64 = 256 << 10;
+/// Peak resident size allowed for a child process reading the deflate bomb: well under the
+/// 64 MiB the bomb inflates to.
+const BOMB_HWM_KB: u64 = 48 << 10;
 /// Fixtures left out of the mutation runs, with the reason. Listing the 5,000-link dense
 /// group of `biggroups_latest.h5` takes seconds in a debug build (the fractal heap re-reads and
 /// re-checksums its direct block for every link), so each variant would take as long; the
 /// dense-link structures are covered by the smaller `groups`, `links` and `names` files.
 const NOT_MUTATED: [&str; 1] = ["biggroups_latest.h5"];
-/// An intact walk slower than this (debug build) marks a fixture as slow: it gets a third of
-/// the variants.
-const SLOW_WALK: Duration = Duration::from_millis(60);
+/// Fixtures whose intact walk is slow (over 60 ms in a debug build: thousands of chunks or
+/// links, large attributes, the szip sweep): each gets every third of its variants only, so
+/// that they do not dominate the suite's time. A fixed list, so every run covers the same
+/// variants (`slow_fixtures_exist` checks the names).
+const SLOW_FIXTURES: [&str; 9] = [
+    "attrs_earliest.h5",
+    "attrs_latest.h5",
+    "biggroups_earliest.h5",
+    "chunked_huge_latest.h5",
+    "chunked_many_earliest.h5",
+    "chunked_many_latest.h5",
+    "chunked_many_v114.h5",
+    "filters_szip_sweep_earliest.h5",
+    "filters_szip_sweep_latest.h5",
+];
 /// Pristine fixtures allowed a longer bound than [`CASE_TIMEOUT_S`] (same reason).
 const SLOW_PRISTINE: [(&str, u64); 1] = [("biggroups_latest.h5", 60)];
 
@@ -268,6 +287,44 @@ fn peak_rss_kb() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Set, to the name of a test, in a child process started by [`peak_rss_of`].
+const CHILD_ENV: &str = "H5MOUNT_CORRUPTION_CHILD";
+/// Marks the line on which such a child reports its peak resident size.
+const HWM_MARK: &str = "corruption-child-peak-rss-kib=";
+
+/// The peak resident size, in KiB, of `work` (the body of test `test`) run alone: in a child
+/// process, this test binary started again with `test` as its only test and [`CHILD_ENV`]
+/// naming it. The child runs `work`, then prints its own `VmHWM` (of its own process,
+/// which ran nothing else) and exits; a failure of `work` fails the child, and this test with
+/// the child's output. Inside that child, runs `work` and answers `None`.
+fn peak_rss_of(test: &str, work: impl FnOnce()) -> Option<u64> {
+    if std::env::var(CHILD_ENV).as_deref() == Ok(test) {
+        work();
+        let kib = peak_rss_kb().expect("VmHWM in /proc/self/status");
+        println!("\n{HWM_MARK}{kib}");
+        return None;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let out = Command::new(&exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, test)
+        .output()
+        .expect("run the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprint!("{stderr}");
+    assert!(
+        out.status.success(),
+        "child process running {test}: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    let kib = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(HWM_MARK))
+        .and_then(|v| v.trim().parse().ok());
+    Some(kib.unwrap_or_else(|| panic!("child running {test} reported no peak RSS:\n{stdout}")))
+}
+
 fn manifest() -> Value {
     let p = fixtures_dir().join("manifest.json");
     serde_json::from_str(&std::fs::read_to_string(p).expect("manifest.json")).expect("json")
@@ -398,11 +455,11 @@ fn run_files(names: &[String], tag: &str) -> (usize, Vec<String>) {
         let src = fixtures_dir().join("data").join(name);
         let bytes = std::fs::read(&src).expect("fixture");
         let addrs = manifest_addrs(&m["files"][name.as_str()]);
-        // Files whose intact walk is slow (thousands of links, large attributes) get every
-        // third variant only, so that they do not dominate the suite's time.
-        let t = Instant::now();
-        let _ = run_case(&src);
-        let step = if t.elapsed() > SLOW_WALK { 3 } else { 1 };
+        let step = if SLOW_FIXTURES.contains(&name.as_str()) {
+            3
+        } else {
+            1
+        };
         for (label, b) in variants(name, &bytes, &addrs).into_iter().step_by(step) {
             cases += 1;
             let p = dir.path().join(format!("{tag}-{name}"));
@@ -451,35 +508,48 @@ fn fixture_part(part: usize, parts: usize) -> Vec<String> {
         .collect()
 }
 
-fn check_part(part: usize) {
-    let t = Instant::now();
-    let names = mutated_part(part, 2);
-    let (cases, failures) = run_files(&names, &format!("p{part}"));
-    eprintln!(
-        "corruption part {part}: {} files, {cases} cases in {:?}, peak RSS {:?} KiB",
-        names.len(),
-        t.elapsed(),
-        peak_rss_kb()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    if let Some(kb) = peak_rss_kb() {
-        assert!(kb < MAX_HWM_KB, "peak RSS {kb} KiB over {MAX_HWM_KB} KiB");
+/// Run the variants of part `part` (in the child process of test `test`, see
+/// [`peak_rss_of`]); fail on any failed case or a peak resident size over [`PART_HWM_KB`].
+fn check_part(test: &str, part: usize) {
+    let work = || {
+        let t = Instant::now();
+        let names = mutated_part(part, 2);
+        let (cases, failures) = run_files(&names, &format!("p{part}"));
+        eprintln!(
+            "corruption part {part}: {} files, {cases} cases in {:?}",
+            names.len(),
+            t.elapsed(),
+        );
+        assert!(
+            failures.is_empty(),
+            "{} failures:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    };
+    if let Some(kb) = peak_rss_of(test, work) {
+        eprintln!("corruption part {part}: peak RSS {kb} KiB (child process)");
+        assert!(kb < PART_HWM_KB, "peak RSS {kb} KiB over {PART_HWM_KB} KiB");
     }
 }
 
 #[test]
 fn corrupted_fixtures_part0() {
-    check_part(0);
+    check_part("corrupted_fixtures_part0", 0);
 }
 
 #[test]
 fn corrupted_fixtures_part1() {
-    check_part(1);
+    check_part("corrupted_fixtures_part1", 1);
+}
+
+#[test]
+fn slow_fixtures_exist() {
+    let all = fixture_part(0, 1);
+    for name in SLOW_FIXTURES {
+        assert!(all.iter().any(|n| n == name), "{name} is not a fixture");
+        assert!(!NOT_MUTATED.contains(&name), "{name} is not mutated at all");
+    }
 }
 
 #[test]
@@ -653,15 +723,18 @@ fn nasty_link_address_past_eof() {
 #[test]
 fn nasty_deflate_bomb() {
     // Either refused (output larger than the chunk) or, as libhdf5 does, the chunk's 64 KiB
-    // of zeros; never 64 MiB in memory (the suite's peak RSS bound).
-    nasty("deflate_bomb.h5", |f| match read_whole(f, "/d") {
-        Ok(b) if b.len() == 65536 && b.iter().all(|&x| x == 0) => Ok(()),
-        Ok(b) => Err(format!("read /d: {} bytes, not 64 KiB of zeros", b.len())),
-        Err(e) if e.errno_class() == h5mount::error::ErrorClass::Unsupported => Ok(()),
-        Err(e) => must_fail::<()>("read /d", Err(e)),
-    });
-    if let Some(kb) = peak_rss_kb() {
-        assert!(kb < MAX_HWM_KB, "peak RSS {kb} KiB over {MAX_HWM_KB} KiB");
+    // of zeros; never 64 MiB in memory (the peak RSS bound of the child process doing it).
+    let work = || {
+        nasty("deflate_bomb.h5", |f| match read_whole(f, "/d") {
+            Ok(b) if b.len() == 65536 && b.iter().all(|&x| x == 0) => Ok(()),
+            Ok(b) => Err(format!("read /d: {} bytes, not 64 KiB of zeros", b.len())),
+            Err(e) if e.errno_class() == h5mount::error::ErrorClass::Unsupported => Ok(()),
+            Err(e) => must_fail::<()>("read /d", Err(e)),
+        })
+    };
+    if let Some(kb) = peak_rss_of("nasty_deflate_bomb", work) {
+        eprintln!("deflate bomb: peak RSS {kb} KiB (child process)");
+        assert!(kb < BOMB_HWM_KB, "peak RSS {kb} KiB over {BOMB_HWM_KB} KiB");
     }
 }
 

@@ -3,15 +3,15 @@
 //! The daemon tests (background/foreground, signals, unmount, bad input, read-only) use a
 //! small HDF5 file embedded in the harness and always run. The content tests walk the fixture
 //! corpus described by `mount-tests/fixtures/manifest.json` (h5py's view of each file) and
-//! compare the tree, bytes (read, pread, dd, mmap) and xattrs; they skip, saying so, only
-//! when that manifest file does not exist.
+//! compare the tree, bytes (read, pread, dd, mmap) and xattrs. The corpus is part of the
+//! tree: without it they fail, they do not pass having checked nothing.
 
 mod harness;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
-use std::io::{ErrorKind, Read};
+use std::io::Read;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -240,20 +240,22 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures")
 }
 
-/// The manifest, or `None` (with a message) when the corpus is not in this tree.
-fn manifest() -> Option<Value> {
+/// The manifest of the fixture corpus (committed with the tests: missing is a failure).
+fn manifest() -> Value {
     let p = fixtures().join("manifest.json");
-    match fs::read(&p) {
-        Ok(b) => Some(serde_json::from_slice(&b).expect("manifest.json parses")),
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            eprintln!(
-                "SKIP: {} does not exist (fixture corpus not present)",
-                p.display()
-            );
-            None
-        }
-        Err(e) => panic!("{}: {e}", p.display()),
-    }
+    let b = fs::read(&p).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (the fixture corpus is part of the tree; see mount-tests/fixtures/README.md)",
+            p.display()
+        )
+    });
+    let m: Value = serde_json::from_slice(&b).expect("manifest.json parses");
+    assert!(
+        m["files"].as_object().is_some_and(|f| !f.is_empty()),
+        "{}: no files",
+        p.display()
+    );
+    m
 }
 
 /// (file name, objects) for each fixture file.
@@ -357,7 +359,7 @@ fn checked_datasets(objs: &BTreeMap<String, Value>) -> Vec<(String, u64, String)
 
 #[test]
 fn unsupported_datasets_fail_with_eopnotsupp() {
-    let Some(man) = manifest() else { return };
+    let man = manifest();
     let mut failures = Vec::new();
     let mut seen = 0;
     for (name, objs) in files(&man) {
@@ -388,7 +390,7 @@ fn unsupported_datasets_fail_with_eopnotsupp() {
 
 #[test]
 fn tree_matches_manifest() {
-    let Some(man) = manifest() else { return };
+    let man = manifest();
     let mut failures = Vec::new();
     let all = files(&man);
     for (name, objs) in all.clone() {
@@ -516,7 +518,7 @@ fn check_link(p: &Path, meta: &fs::Metadata, want: &str) -> Option<String> {
 
 #[test]
 fn bytes_match_manifest_through_read_pread_dd_and_mmap() {
-    let Some(man) = manifest() else { return };
+    let man = manifest();
     let mut failures = Vec::new();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for (name, objs) in files(&man) {
@@ -682,7 +684,7 @@ fn same_rendering(got: &str, want: &str) -> bool {
 
 #[test]
 fn xattrs_match_manifest() {
-    let Some(man) = manifest() else { return };
+    let man = manifest();
     let mut failures = Vec::new();
     for (name, objs) in files(&man) {
         let m = Mount::background(&data_file(&name), &[]);
@@ -766,7 +768,7 @@ fn xattrs_match_manifest() {
 
 #[test]
 fn mutations_are_erofs() {
-    let Some(man) = manifest() else { return };
+    let man = manifest();
     let (name, objs) = files(&man)
         .into_iter()
         .find(|(_, o)| !checked_datasets(o).is_empty())
@@ -806,7 +808,7 @@ fn mutations_are_erofs() {
 
 #[test]
 fn eight_threads_read_random_ranges_at_once() {
-    let Some(man) = manifest() else { return };
+    let man = manifest();
     // The fixture file with the most checked bytes.
     let (name, objs) = files(&man)
         .into_iter()
@@ -853,7 +855,7 @@ fn eight_threads_read_random_ranges_at_once() {
 
 #[test]
 fn large_directories_list_completely_and_stably() {
-    let Some(man) = manifest() else { return };
+    let man = manifest();
     let mut best: Option<(String, String, usize)> = None;
     for (name, objs) in files(&man) {
         for (path, o) in &objs {

@@ -79,6 +79,10 @@ pub struct ChunkCache {
     evictions: AtomicU64,
     /// The last id handed out by [`ChunkCache::new_file_id`].
     files: AtomicU64,
+    /// Test hook: told the key of each lookup that joins a load in flight, once the lookup
+    /// holds the load's slot (from then on it gets that load's outcome).
+    #[cfg(test)]
+    joined: Mutex<Option<std::sync::mpsc::Sender<CacheKey>>>,
 }
 
 impl ChunkCache {
@@ -96,6 +100,8 @@ impl ChunkCache {
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             files: AtomicU64::new(0),
+            #[cfg(test)]
+            joined: Mutex::new(None),
         }
     }
 
@@ -173,6 +179,10 @@ impl ChunkCache {
                 let slot = slot.clone();
                 drop(st);
                 self.hits.fetch_add(1, Ordering::Relaxed);
+                #[cfg(test)]
+                if let Some(tx) = lock(&self.joined).as_ref() {
+                    let _ = tx.send(key);
+                }
                 return Self::wait(&slot);
             }
             let slot = Arc::new(Slot::default());
@@ -410,11 +420,35 @@ fn duplicate(e: &Error) -> Error {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
     use std::sync::Barrier;
     use std::time::Duration;
 
+    /// How long a loader waits for the lookups that must join it: a bound only a broken
+    /// single-flight (or a machine stalled for that long) reaches.
+    const JOIN_WAIT: Duration = Duration::from_secs(30);
+
     fn chunk(n: usize, b: u8) -> Result<Vec<u8>> {
         Ok(vec![b; n])
+    }
+
+    /// The keys of the lookups of `c` that join a load in flight, as they join.
+    fn watch_joins(c: &ChunkCache) -> mpsc::Receiver<CacheKey> {
+        let (tx, rx) = mpsc::channel();
+        *lock(&c.joined) = Some(tx);
+        rx
+    }
+
+    /// Called by a loader: block until `n` lookups of `key` have joined its load, so that
+    /// none of them can arrive after it finished, however the threads are scheduled.
+    fn wait_for_joins(joins: &Mutex<mpsc::Receiver<CacheKey>>, key: CacheKey, n: usize) {
+        let rx = lock(joins);
+        for i in 0..n {
+            match rx.recv_timeout(JOIN_WAIT) {
+                Ok(k) => assert_eq!(k, key, "a lookup of another key joined"),
+                Err(e) => panic!("{i} of {n} lookups joined the load of {key:?}: {e}"),
+            }
+        }
     }
 
     #[test]
@@ -500,17 +534,21 @@ mod tests {
     #[test]
     fn single_flight_under_contention() {
         let c = Arc::new(ChunkCache::new(1 << 20));
+        let joins = Arc::new(Mutex::new(watch_joins(&c)));
         let calls = Arc::new(AtomicUsize::new(0));
         let n = 8;
         let barrier = Arc::new(Barrier::new(n));
         let handles: Vec<_> = (0..n)
             .map(|_| {
-                let (c, calls, barrier) = (c.clone(), calls.clone(), barrier.clone());
+                let (c, joins, calls, barrier) =
+                    (c.clone(), joins.clone(), calls.clone(), barrier.clone());
                 std::thread::spawn(move || {
                     barrier.wait();
                     c.get_or_load((9, 9), || {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(100));
+                        let before = calls.fetch_add(1, Ordering::SeqCst);
+                        assert_eq!(before, 0, "a second load of the key ran");
+                        // The load lasts until every other thread waits on it.
+                        wait_for_joins(&joins, (9, 9), n - 1);
                         chunk(1000, 42)
                     })
                     .unwrap()
@@ -520,23 +558,29 @@ mod tests {
         let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         assert!(results.iter().all(|r| Arc::ptr_eq(r, &results[0])));
+        assert_eq!(&results[0][..], &[42; 1000][..]);
         let s = c.stats();
-        assert_eq!((s.misses, s.hits), (1, n as u64 - 1));
+        assert_eq!((s.misses, s.hits, s.entries), (1, n as u64 - 1, 1));
     }
 
     #[test]
     fn waiters_get_the_error_and_it_is_not_cached() {
         let c = Arc::new(ChunkCache::new(1 << 20));
+        let joins = Arc::new(Mutex::new(watch_joins(&c)));
         let calls = Arc::new(AtomicUsize::new(0));
-        let barrier = Arc::new(Barrier::new(4));
-        let handles: Vec<_> = (0..4)
+        let n = 4;
+        let barrier = Arc::new(Barrier::new(n));
+        let handles: Vec<_> = (0..n)
             .map(|_| {
-                let (c, calls, barrier) = (c.clone(), calls.clone(), barrier.clone());
+                let (c, joins, calls, barrier) =
+                    (c.clone(), joins.clone(), calls.clone(), barrier.clone());
                 std::thread::spawn(move || {
                     barrier.wait();
                     c.get_or_load((1, 1), || {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(100));
+                        let before = calls.fetch_add(1, Ordering::SeqCst);
+                        assert_eq!(before, 0, "a second load of the key ran");
+                        // Fail only once the three other threads wait on this load.
+                        wait_for_joins(&joins, (1, 1), n - 1);
                         Err(Error::Io {
                             what: "chunk",
                             addr: 7,
@@ -548,27 +592,65 @@ mod tests {
             })
             .collect();
         for h in handles {
-            assert!(matches!(h.join().unwrap(), Err(Error::Io { addr: 7, .. })));
+            match h.join().unwrap() {
+                Err(Error::Io {
+                    what: "chunk",
+                    addr: 7,
+                    len: 1,
+                    source,
+                }) => assert_eq!(source.to_string(), "disk"),
+                other => panic!("expected the loader's error, got {other:?}"),
+            }
         }
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let s = c.stats();
+        assert_eq!((s.misses, s.hits, s.entries), (1, n as u64 - 1, 0));
+        // Not cached: the next lookup loads again.
         assert_eq!(c.get_or_load((1, 1), || chunk(1, 1)).unwrap().len(), 1);
+        assert_eq!(c.stats().misses, 2);
     }
 
     #[test]
     fn panicking_loader_releases_waiters() {
         let c = Arc::new(ChunkCache::new(100));
+        let joins = Mutex::new(watch_joins(&c));
+        let (started_tx, started) = mpsc::channel();
         let c2 = c.clone();
-        let h = std::thread::spawn(move || {
-            c2.get_or_load((2, 2), || {
-                std::thread::sleep(Duration::from_millis(100));
+        let loader = std::thread::spawn(move || {
+            c2.get_or_load((2, 2), move || {
+                started_tx.send(()).unwrap();
+                // Panic only once the other lookup waits on this load.
+                wait_for_joins(&joins, (2, 2), 1);
                 panic!("loader bug")
             })
         });
-        std::thread::sleep(Duration::from_millis(20));
-        let r = c.get_or_load((2, 2), || chunk(1, 1));
-        // Either we waited on the panicking load (error) or it had already gone (reload).
-        assert!(r.is_err() || r.unwrap().len() == 1);
-        assert!(h.join().is_err());
+        started
+            .recv_timeout(JOIN_WAIT)
+            .expect("the loader did not start");
+        // The waiter runs in a thread of its own, so that a waiter never released fails the
+        // test instead of hanging it.
+        let (done_tx, done) = mpsc::channel();
+        let c3 = c.clone();
+        std::thread::spawn(move || {
+            let r = c3.get_or_load((2, 2), || chunk(1, 1));
+            let _ = done_tx.send(r);
+        });
+        match done
+            .recv_timeout(JOIN_WAIT)
+            .expect("the waiter was not released")
+        {
+            Err(Error::Io {
+                what: "chunk cache load",
+                addr: 2,
+                source,
+                ..
+            }) => assert!(source.to_string().contains("panicked"), "{source}"),
+            other => panic!("expected the panicked load's error, got {other:?}"),
+        }
+        assert!(loader.join().is_err(), "the loader panicked");
+        // Nothing cached: the next lookup loads.
         assert_eq!(c.get_or_load((2, 2), || chunk(2, 2)).unwrap().len(), 2);
+        let s = c.stats();
+        assert_eq!((s.misses, s.hits, s.entries), (2, 1, 1));
     }
 }
