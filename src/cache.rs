@@ -209,7 +209,7 @@ impl ChunkCache {
             if let Some(o) = done.as_ref() {
                 return match o {
                     Ok(v) => Ok(v.clone()),
-                    Err(e) => Err(duplicate(e)),
+                    Err(e) => Err(e.clone()),
                 };
             }
             done = slot.ready.wait(done).unwrap_or_else(|p| p.into_inner());
@@ -323,7 +323,7 @@ impl LoadGuard<'_> {
         drop(evicted);
         let copy = match outcome {
             Ok(v) => Ok(v.clone()),
-            Err(e) => Err(duplicate(e)),
+            Err(e) => Err(e.clone()),
         };
         *lock(&self.slot.done) = Some(copy);
         self.slot.ready.notify_all();
@@ -337,82 +337,10 @@ impl Drop for LoadGuard<'_> {
                 what: "chunk cache load",
                 addr: self.key.1,
                 len: 0,
-                source: std::io::Error::other("the chunk loader panicked"),
+                source: Arc::new(std::io::Error::other("the chunk loader panicked")),
             });
             self.finish(&err);
         }
-    }
-}
-
-/// A structural copy of an error for the threads that waited on a failed load. `std::io::Error`
-/// is not `Clone`; its kind and message are kept.
-fn duplicate(e: &Error) -> Error {
-    match e {
-        Error::Io {
-            what,
-            addr,
-            len,
-            source,
-        } => Error::Io {
-            what,
-            addr: *addr,
-            len: *len,
-            source: std::io::Error::new(source.kind(), source.to_string()),
-        },
-        Error::Truncated {
-            what,
-            addr,
-            offset,
-            need,
-            have,
-        } => Error::Truncated {
-            what,
-            addr: *addr,
-            offset: *offset,
-            need: *need,
-            have: *have,
-        },
-        Error::ShortImage { what, got, want } => Error::ShortImage {
-            what,
-            got: *got,
-            want: *want,
-        },
-        Error::Corrupt { what, addr, detail } => Error::Corrupt {
-            what,
-            addr: *addr,
-            detail: detail.clone(),
-        },
-        Error::Checksum { what, addr } => Error::Checksum { what, addr: *addr },
-        Error::Limit { what, addr, detail } => Error::Limit {
-            what,
-            addr: *addr,
-            detail: detail.clone(),
-        },
-        Error::Unsupported { what, detail } => Error::Unsupported {
-            what,
-            detail: detail.clone(),
-        },
-        Error::Filter {
-            id,
-            name,
-            addr,
-            detail,
-        } => Error::Filter {
-            id: *id,
-            name,
-            addr: *addr,
-            detail: detail.clone(),
-        },
-        Error::UnknownFilter { id, name } => Error::UnknownFilter {
-            id: *id,
-            name: name.clone(),
-        },
-        Error::NotFound(s) => Error::NotFound(s.clone()),
-        Error::Invalid(s) => Error::Invalid(s.clone()),
-        Error::InObject { path, source } => Error::InObject {
-            path: path.clone(),
-            source: Box::new(duplicate(source)),
-        },
     }
 }
 
@@ -585,7 +513,7 @@ mod tests {
                             what: "chunk",
                             addr: 7,
                             len: 1,
-                            source: std::io::Error::other("disk"),
+                            source: Arc::new(std::io::Error::other("disk")),
                         })
                     })
                 })

@@ -23,7 +23,9 @@ pub enum ErrorClass {
 }
 
 /// Errors from reading and decoding an HDF5 file.
-#[derive(Debug, thiserror::Error)]
+/// Errors are `Clone` (a cached failure is answered to every waiter), so the operating
+/// system's error is kept shared.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// The operating system failed a read.
     #[error("I/O error reading {len} bytes at {addr:#x} ({what}): {source}")]
@@ -32,7 +34,7 @@ pub enum Error {
         addr: u64,
         len: u64,
         #[source]
-        source: std::io::Error,
+        source: std::sync::Arc<std::io::Error>,
     },
     /// A structure extends past the end of the file (or of its enclosing block): `need`
     /// bytes were wanted at `offset` bytes into the structure at `addr`, `have` were there.
@@ -164,5 +166,34 @@ impl Error {
             Error::Invalid(_) => ErrorClass::Invalid,
             Error::InObject { source, .. } => source.errno_class(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clone (what every waiter of a failed cache load gets) keeps the operating system's
+    /// error itself, shared, with its kind and text.
+    #[test]
+    fn clones_share_the_io_error() {
+        let e = Error::Io {
+            what: "chunk",
+            addr: 0x10,
+            len: 4,
+            source: std::sync::Arc::new(std::io::Error::from_raw_os_error(libc::EIO)),
+        }
+        .in_object("/d");
+        let c = e.clone();
+        assert_eq!(c.to_string(), e.to_string());
+        let (Error::InObject { source: a, .. }, Error::InObject { source: b, .. }) = (&e, &c)
+        else {
+            panic!("{e:?}")
+        };
+        let (Error::Io { source: a, .. }, Error::Io { source: b, .. }) = (&**a, &**b) else {
+            panic!("{a:?}")
+        };
+        assert!(std::sync::Arc::ptr_eq(a, b));
+        assert_eq!(b.raw_os_error(), Some(libc::EIO));
     }
 }

@@ -389,7 +389,7 @@ impl H5Fs {
                         what: "file",
                         addr: offset,
                         len: u64::from(size),
-                        source: e,
+                        source: std::sync::Arc::new(e),
                     };
                     return Err(FsError::model(&node.path, err));
                 }

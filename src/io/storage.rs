@@ -148,7 +148,7 @@ impl Storage {
                         what,
                         addr,
                         len,
-                        source,
+                        source: Arc::new(source),
                     })
                 }
             }

@@ -47,7 +47,10 @@ impl RawOpener for PlainOpener {
                 what: "external data file",
                 addr: 0,
                 len: 0,
-                source: std::io::Error::new(e.kind(), format!("{}: {e}", path.display())),
+                source: std::sync::Arc::new(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", path.display()),
+                )),
             })
     }
 }
@@ -134,7 +137,10 @@ fn read_or_zero(file: &dyn ByteSource, path: &Path, pos: u64, dst: &mut [u8]) ->
                     what: "external data file",
                     addr: at,
                     len: (dst.len() - done) as u64,
-                    source: std::io::Error::new(e.kind(), format!("{}: {e}", path.display())),
+                    source: std::sync::Arc::new(std::io::Error::new(
+                        e.kind(),
+                        format!("{}: {e}", path.display()),
+                    )),
                 })
             }
         }

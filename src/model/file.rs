@@ -172,7 +172,7 @@ impl File {
             what: "HDF5 file",
             addr: 0,
             len: 0,
-            source,
+            source: std::sync::Arc::new(source),
         };
         let (origin, path) = crate::io::remote::RemoteOrigin::of(url, remote).map_err(io)?;
         let resolver = Resolver::new(super::resolver::ResolverOptions {
@@ -231,7 +231,10 @@ impl File {
             what: "HDF5 file",
             addr: 0,
             len: 0,
-            source: std::io::Error::new(source.kind(), format!("{}: {source}", path.display())),
+            source: std::sync::Arc::new(std::io::Error::new(
+                source.kind(),
+                format!("{}: {source}", path.display()),
+            )),
         })?;
         File::open_storage(raw, path, back, idx, cache, cache_file)
     }

@@ -354,10 +354,10 @@ impl Resolver {
                     what,
                     addr: 0,
                     len: 0,
-                    source: std::io::Error::new(
+                    source: std::sync::Arc::new(std::io::Error::new(
                         source.kind(),
                         format!("{}: {source}", path.display()),
-                    ),
+                    )),
                 })
             }
         };
@@ -613,7 +613,10 @@ impl Resolver {
                 what: "external data file",
                 addr: 0,
                 len: 0,
-                source: std::io::Error::new(e.kind(), format!("{}: {e}", slot.path.display())),
+                source: std::sync::Arc::new(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", slot.path.display()),
+                )),
             }),
         };
         let h = match opened {
@@ -645,7 +648,7 @@ impl Resolver {
                     what: "HDF5 file",
                     addr: 0,
                     len: 0,
-                    source: e,
+                    source: std::sync::Arc::new(e),
                 },
             })?;
             return File::open_source_member(
