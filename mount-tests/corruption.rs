@@ -143,7 +143,7 @@ fn names_something(e: &Error) -> bool {
         Error::Unsupported { what, detail } => !what.is_empty() && !detail.is_empty(),
         Error::Filter { name, .. } => !name.is_empty(),
         Error::UnknownFilter { .. } => true,
-        Error::ShortImage { what, .. } => !what.is_empty(),
+        Error::ShortImage { what, .. } | Error::Open { what, .. } => !what.is_empty(),
         Error::NotFound(s) | Error::Invalid(s) => !s.is_empty(),
     }
 }

@@ -253,7 +253,9 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
         root: None,
     };
     let file = File::open_url(url, &opts, &ropts).map_err(|e| match e {
-        h5mount::Error::Io { source, .. } => source.to_string(),
+        h5mount::Error::Io { source, .. } | h5mount::Error::Open { source, .. } => {
+            source.to_string()
+        }
         e => format!("{shown}: {e}"),
     })?;
     match file.kind(file.root()) {

@@ -36,6 +36,13 @@ pub enum Error {
         #[source]
         source: std::sync::Arc<std::io::Error>,
     },
+    /// A file could not be opened (the message of `source` names it).
+    #[error("cannot open {what}: {source}")]
+    Open {
+        what: &'static str,
+        #[source]
+        source: std::sync::Arc<std::io::Error>,
+    },
     /// A structure extends past the end of the file (or of its enclosing block): `need`
     /// bytes were wanted at `offset` bytes into the structure at `addr`, `have` were there.
     #[error(
@@ -157,6 +164,7 @@ impl Error {
             Error::Io { .. }
             | Error::Truncated { .. }
             | Error::ShortImage { .. }
+            | Error::Open { .. }
             | Error::Corrupt { .. }
             | Error::Checksum { .. }
             | Error::Limit { .. }

@@ -43,10 +43,8 @@ impl RawOpener for PlainOpener {
     fn open_raw(&self, path: &Path) -> Result<Arc<dyn ByteSource>> {
         crate::io::LocalFile::open(path)
             .map(|f| Arc::new(f) as Arc<dyn ByteSource>)
-            .map_err(|e| Error::Io {
+            .map_err(|e| Error::Open {
                 what: "external data file",
-                addr: 0,
-                len: 0,
                 source: std::sync::Arc::new(std::io::Error::new(
                     e.kind(),
                     format!("{}: {e}", path.display()),

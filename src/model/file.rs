@@ -168,10 +168,8 @@ impl File {
         remote: &crate::io::remote::RemoteOptions,
     ) -> Result<Arc<File>> {
         use crate::io::Opener;
-        let io = |source: std::io::Error| Error::Io {
+        let io = |source: std::io::Error| Error::Open {
             what: "HDF5 file",
-            addr: 0,
-            len: 0,
             source: std::sync::Arc::new(source),
         };
         let (origin, path) = crate::io::remote::RemoteOrigin::of(url, remote).map_err(io)?;
@@ -227,10 +225,8 @@ impl File {
         cache: Arc<ChunkCache>,
         cache_file: u64,
     ) -> Result<Arc<File>> {
-        let raw = Storage::open(path).map_err(|source| Error::Io {
+        let raw = Storage::open(path).map_err(|source| Error::Open {
             what: "HDF5 file",
-            addr: 0,
-            len: 0,
             source: std::sync::Arc::new(std::io::Error::new(
                 source.kind(),
                 format!("{}: {source}", path.display()),
@@ -744,6 +740,24 @@ pub fn kind_of(h: &ObjectHeader) -> ObjectKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file that cannot be opened is named, with the system's reason and no made-up
+    /// address or length.
+    #[test]
+    fn a_file_that_cannot_be_opened_says_so() {
+        let e = File::open(Path::new("/etc/passwd/x.h5"), &OpenOptions::default())
+            .expect_err("a path through a file");
+        let text = e.to_string();
+        assert!(matches!(e, Error::Open { .. }), "{e:?}");
+        assert!(
+            text.starts_with("cannot open file: /etc/passwd/x.h5: "),
+            "{text}"
+        );
+        let e = File::open(Path::new("/nonexistent/x.h5"), &OpenOptions::default())
+            .expect_err("no such file");
+        assert_eq!(e.to_string(), "not found: file /nonexistent/x.h5");
+        assert!(!text.contains("0x0"), "{text}");
+    }
 
     /// A panic while a cache lock of the file is held (poisoning it) does not fail the
     /// file's later requests.

@@ -347,13 +347,13 @@ impl Resolver {
         let canonical = match std::fs::canonicalize(&path) {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::NotFound(format!("{what} file {name}")))
+                // "virtual dataset source file x.h5", "file x.h5" (not "file file").
+                let noun = if what.ends_with("file") { "" } else { " file" };
+                return Err(Error::NotFound(format!("{what}{noun} {name}")));
             }
             Err(source) => {
-                return Err(Error::Io {
+                return Err(Error::Open {
                     what,
-                    addr: 0,
-                    len: 0,
                     source: std::sync::Arc::new(std::io::Error::new(
                         source.kind(),
                         format!("{}: {source}", path.display()),
@@ -609,10 +609,8 @@ impl Resolver {
                     .map(|f| Arc::new(f) as Arc<dyn ByteSource>),
             }
             .map(Handle::Raw)
-            .map_err(|e| Error::Io {
+            .map_err(|e| Error::Open {
                 what: "external data file",
-                addr: 0,
-                len: 0,
                 source: std::sync::Arc::new(std::io::Error::new(
                     e.kind(),
                     format!("{}: {e}", slot.path.display()),
@@ -624,7 +622,7 @@ impl Resolver {
             Err(e) => {
                 // A file that does not open is not tried again for every request: its
                 // error stands until the file is forgotten (a refresh saw it change).
-                if !matches!(e, Error::Io { .. }) {
+                if !matches!(e, Error::Io { .. } | Error::Open { .. }) {
                     *slot.failed.lock().unwrap_or_else(|e| e.into_inner()) =
                         Some(e.to_string().into());
                 }
@@ -644,10 +642,8 @@ impl Resolver {
             let p = path.to_string_lossy();
             let source = origin.open(&p).map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => Error::NotFound(format!("file {}", origin.url(&p))),
-                _ => Error::Io {
+                _ => Error::Open {
                     what: "HDF5 file",
-                    addr: 0,
-                    len: 0,
                     source: std::sync::Arc::new(e),
                 },
             })?;

@@ -17,7 +17,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::vlen::{parse_ref, HeapCache, RawVlen};
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::{Error, Result};
 use crate::format::messages::datatype::{Datatype, StringPad, TypeClass, VarLenKind};
 use crate::model::value::render_element;
 use crate::model::{Dataset, File};
@@ -45,7 +45,7 @@ pub struct TextView {
     raw: RawVlen,
     kind: Kind,
     heaps: HeapCache,
-    index: OnceLock<std::result::Result<Index, (ErrorClass, String)>>,
+    index: OnceLock<Result<Index>>,
 }
 
 impl TextView {
@@ -93,13 +93,11 @@ impl TextView {
     }
 
     fn index(&self) -> Result<&Index> {
-        let r = self
-            .index
-            .get_or_init(|| self.measure().map_err(|e| (e.errno_class(), e.to_string())));
-        r.as_ref().map_err(|(class, msg)| match class {
-            ErrorClass::Unsupported => Error::unsupported("text view", msg),
-            _ => Error::corrupt("text view", 0, msg),
-        })
+        // The measuring error itself, kept (errors are Clone) and answered to every caller.
+        self.index
+            .get_or_init(|| self.measure())
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     fn measure(&self) -> Result<Index> {
