@@ -25,6 +25,8 @@
 //! opened by listing); refresh of a replaced file, for a file and a directory mount, driven
 //! by calling the refresh entry points directly (no waiting for a period).
 
+mod harness;
+
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -41,6 +43,7 @@ use h5mount::fs::views::sidecar_ino;
 use h5mount::fs::{Attr, FileKind, FsOptions, FsResult, H5Fs, XattrReply, ROOT_INO};
 use h5mount::model::{File, OpenOptions, Resolver, ResolverOptions};
 use h5mount::views::{ByteOrderMode, ViewKind, ViewOptions};
+use harness::{py_tuple, soft_text};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -112,6 +115,25 @@ fn mount_path(path: &Path, views: ViewOptions, refresh: Option<Duration>) -> H5F
     };
     let file = File::open(path, &opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     H5Fs::new(file, fs_options(size, views, refresh))
+}
+
+/// A copy of the file at `src` in a new temporary directory (kept alive by the first
+/// value), for a test that replaces it.
+fn copied(src: PathBuf) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.h5");
+    std::fs::copy(src, &path).unwrap();
+    (dir, path)
+}
+
+/// The file at `path`, views off, with refresh on (a long period: the tests call the
+/// refresh entry points themselves).
+fn refreshing(path: &Path) -> H5Fs {
+    mount_path(
+        path,
+        view_options(false, false),
+        Some(Duration::from_secs(3600)),
+    )
 }
 
 /// The corpus file `name`, views off.
@@ -261,40 +283,6 @@ fn join(parent: &str, name: &str) -> String {
         format!("{parent}{name}")
     } else {
         format!("{parent}/{name}")
-    }
-}
-
-/// The symlink text for an HDF5 soft link to `target` in the group at `parent`: absolute
-/// targets climb to the mount root with one `..` per component of the parent.
-fn soft_text(parent: &str, target: &str) -> String {
-    if !target.starts_with('/') {
-        return target.to_string();
-    }
-    let depth = parent.split('/').filter(|c| !c.is_empty()).count();
-    let mut parts = vec![".."; depth];
-    parts.extend(target.split('/').filter(|c| !c.is_empty() && *c != "."));
-    if parts.is_empty() {
-        ".".into()
-    } else {
-        parts.join("/")
-    }
-}
-
-/// Python's rendering of a shape (`(3,)`, `(2, 5)`, `None` for a null dataspace).
-fn tuple(v: &Value) -> String {
-    match v.as_array() {
-        None => "None".into(),
-        Some(a) => {
-            let parts: Vec<String> = a
-                .iter()
-                .map(|d| d.as_u64().map_or("None".into(), |n| n.to_string()))
-                .collect();
-            if parts.len() == 1 {
-                format!("({},)", parts[0])
-            } else {
-                format!("({})", parts.join(", "))
-            }
-        }
     }
 }
 
@@ -659,7 +647,7 @@ fn sizes_past_what_a_file_can_show_are_capped_and_still_read() {
             assert_eq!(a.size, len.min(MAX_SIZE), "{form}:{ds}");
             assert_eq!(
                 xattr_text(&fs, a.ino, "user.h5.shape"),
-                tuple(&e["shape"]),
+                py_tuple(&e["shape"]),
                 "{form}:{ds}"
             );
             for (offset, hex) in probes {
@@ -943,11 +931,11 @@ fn dataset_xattrs_describe_it_and_follow_the_size_protocol() {
     let ino = attr_of(&fs, "/gz_sparse_fill").ino;
     let want = [
         ("user.h5.dtype", "<i2".to_string()),
-        ("user.h5.shape", tuple(&o["shape"])),
-        ("user.h5.maxshape", tuple(&o["maxshape"])),
+        ("user.h5.shape", py_tuple(&o["shape"])),
+        ("user.h5.maxshape", py_tuple(&o["maxshape"])),
         ("user.h5.layout", "chunked".to_string()),
         ("user.h5.filters", "shuffle,deflate(4)".to_string()),
-        ("user.h5.chunks", tuple(&o["chunks"])),
+        ("user.h5.chunks", py_tuple(&o["chunks"])),
         ("user.h5.chunk_index", "fixed-array".to_string()),
         // fillvalue_hex f9ff: -7 as <i2.
         ("user.h5.fillvalue", "-7".to_string()),
@@ -1039,7 +1027,7 @@ fn dataset_xattrs_describe_it_and_follow_the_size_protocol() {
         assert_eq!(xattr_text(&fs, ino, "user.h5.dtype"), o["dtype"], "{path}");
         assert_eq!(
             xattr_text(&fs, ino, "user.h5.shape"),
-            tuple(&o["shape"]),
+            py_tuple(&o["shape"]),
             "{path}"
         );
         assert_eq!(
@@ -1237,7 +1225,7 @@ fn npy_and_hdr_sidecars_are_listed_and_serve_header_and_data() {
         let hlen = 10 + u16::from_le_bytes([npy[8], npy[9]]) as usize;
         assert_eq!(hlen % 64, 0, "{npy_name}: data aligned for mmap");
         let header = std::str::from_utf8(&npy[10..hlen]).unwrap();
-        let shape_text = tuple(&o["shape"]);
+        let shape_text = py_tuple(&o["shape"]);
         assert_eq!(
             header.trim_end(),
             format!("{{'descr': '{dtype}', 'fortran_order': False, 'shape': {shape_text}, }}"),
@@ -1549,15 +1537,9 @@ fn plain_rows(rows: u64) -> Vec<u8> {
 fn a_refresh_serves_a_file_replaced_on_disk() {
     // Two snapshots of one file an application rewrote (earliest form): 20 rows, then 45
     // rows and a new group /extra. The new one replaces the old by rename (a new inode).
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("f.h5");
-    std::fs::copy(fixture("grow/plain_a.h5"), &path).unwrap();
+    let (_dir, path) = copied(fixture("grow/plain_a.h5"));
     let mut watcher = Watcher::new(&path, Some(Stamp::of(&path).unwrap()));
-    let fs = mount_path(
-        &path,
-        view_options(false, false),
-        Some(Duration::from_secs(3600)),
-    );
+    let fs = refreshing(&path);
     let gz = attr_of(&fs, "/data/gz");
     let plain = attr_of(&fs, "/data/plain");
     let fixed = attr_of(&fs, "/fixed");
@@ -1621,14 +1603,8 @@ fn a_refresh_serves_a_file_replaced_on_disk() {
 /// shown at), and `/a/data` could not be reached.
 #[test]
 fn after_a_refresh_a_group_is_a_directory_at_its_new_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("f.h5");
-    std::fs::copy(data("groups_latest.h5"), &path).unwrap();
-    let fs = mount_path(
-        &path,
-        view_options(false, false),
-        Some(Duration::from_secs(3600)),
-    );
+    let (_dir, path) = copied(data("groups_latest.h5"));
+    let fs = refreshing(&path);
     assert_eq!(entry_names(&fs, ROOT_INO)[1], "level0");
     let level0 = fs.lookup(ROOT_INO, os("level0")).unwrap();
     // Both files have their root group at address 48 (latest form): taken as the same file.
@@ -1652,14 +1628,8 @@ fn after_a_refresh_a_group_is_a_directory_at_its_new_path() {
 fn a_refresh_keeps_the_old_view_while_a_shown_object_does_not_read() {
     // The refresh checks every object the kernel was shown against the new file (a writer
     // caught mid-write leaves objects that do not read): one that is gone keeps the old view.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("f.h5");
-    std::fs::copy(data("groups_latest.h5"), &path).unwrap();
-    let fs = mount_path(
-        &path,
-        view_options(false, false),
-        Some(Duration::from_secs(3600)),
-    );
+    let (_dir, path) = copied(data("groups_latest.h5"));
+    let fs = refreshing(&path);
     let d1 = attr_of(&fs, "/nine/d1");
     let before = read_all(&fs, d1.ino);
     replace_file(&path, &std::fs::read(data("links_latest.h5")).unwrap());

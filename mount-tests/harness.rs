@@ -501,3 +501,38 @@ pub fn stats(m: &Mount) -> std::collections::BTreeMap<String, u64> {
         })
         .collect()
 }
+
+/// The symlink text h5mount gives an HDF5 soft link to `target` in the group at `parent`:
+/// absolute targets climb to the mount root with one `..` per component of the parent.
+pub fn soft_text(parent: &str, target: &str) -> String {
+    if !target.starts_with('/') {
+        return target.to_string();
+    }
+    let depth = parent.split('/').filter(|c| !c.is_empty()).count();
+    let mut parts = vec![".."; depth];
+    parts.extend(target.split('/').filter(|c| !c.is_empty() && *c != "."));
+    if parts.is_empty() {
+        ".".into()
+    } else {
+        parts.join("/")
+    }
+}
+
+/// Python's rendering of a shape from a JSON array (`(3,)`, `(2, 5)`; `None` for no array,
+/// as for a null dataspace), as `user.h5.shape` shows it.
+pub fn py_tuple(v: &serde_json::Value) -> String {
+    match v.as_array() {
+        None => "None".into(),
+        Some(a) => {
+            let parts: Vec<String> = a
+                .iter()
+                .map(|d| d.as_u64().map_or("None".into(), |n| n.to_string()))
+                .collect();
+            if parts.len() == 1 {
+                format!("({},)", parts[0])
+            } else {
+                format!("({})", parts.join(", "))
+            }
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use h5mount::model::{File, LinkTarget, OpenOptions};
-use harness::{getxattr, Mount};
+use harness::{getxattr, py_tuple, Mount};
 use serde_json::Value;
 
 const MAX_SIZE: u64 = i64::MAX as u64;
@@ -39,19 +39,6 @@ fn probes(e: &Value) -> Vec<(u64, Vec<u8>)> {
             (o.parse().unwrap(), bytes)
         })
         .collect()
-}
-
-fn shape_text(e: &Value) -> String {
-    let dims: Vec<String> = e["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap().to_string())
-        .collect();
-    match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    }
 }
 
 #[test]
@@ -119,7 +106,7 @@ fn huge_datasets_through_the_mount() {
             let md = std::fs::metadata(&p).unwrap_or_else(|e| panic!("{form} {name}: {e}"));
             assert_eq!(
                 getxattr(&p, "user.h5.shape").unwrap(),
-                shape_text(e).into_bytes(),
+                py_tuple(&e["shape"]).into_bytes(),
                 "{form} {name}"
             );
             let Some(len) = e["len"].as_u64() else {

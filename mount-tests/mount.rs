@@ -16,7 +16,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{getxattr, is_mounted, listxattr, setxattr, Mount, Rng};
+use harness::{getxattr, is_mounted, listxattr, py_tuple, setxattr, soft_text, Mount, Rng};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -291,38 +291,6 @@ fn parent_of(path: &str) -> &str {
     match path.rfind('/') {
         Some(0) | None => "/",
         Some(i) => &path[..i],
-    }
-}
-
-/// The symlink text h5mount gives a soft link in group `parent` pointing at `target`.
-fn soft_text(parent: &str, target: &str) -> String {
-    if !target.starts_with('/') {
-        return target.to_string();
-    }
-    let depth = parent.split('/').filter(|c| !c.is_empty()).count();
-    let mut parts = vec![".."; depth];
-    parts.extend(target.split('/').filter(|c| !c.is_empty() && *c != "."));
-    if parts.is_empty() {
-        ".".into()
-    } else {
-        parts.join("/")
-    }
-}
-
-fn tuple(v: &Value) -> String {
-    match v.as_array() {
-        None => "None".into(),
-        Some(a) => {
-            let parts: Vec<String> = a
-                .iter()
-                .map(|d| d.as_u64().map_or("None".to_string(), |n| n.to_string()))
-                .collect();
-            if parts.len() == 1 {
-                format!("({},)", parts[0])
-            } else {
-                format!("({})", parts.join(", "))
-            }
-        }
     }
 }
 
@@ -707,13 +675,13 @@ fn xattrs_match_manifest() {
                     "user.h5.dtype".into(),
                     Ok(o["dtype"].as_str().unwrap_or("").into()),
                 ));
-                want.push(("user.h5.shape".into(), Ok(tuple(&o["shape"]))));
+                want.push(("user.h5.shape".into(), Ok(py_tuple(&o["shape"]))));
                 want.push((
                     "user.h5.layout".into(),
                     Ok(o["layout"].as_str().unwrap_or("").into()),
                 ));
                 if o["chunks"].is_array() {
-                    want.push(("user.h5.chunks".into(), Ok(tuple(&o["chunks"]))));
+                    want.push(("user.h5.chunks".into(), Ok(py_tuple(&o["chunks"]))));
                 }
             }
             for (aname, a) in o["attrs"].as_object().into_iter().flatten() {
