@@ -565,19 +565,13 @@ impl H5Fs {
             ds,
             path: node.path.clone(),
         };
-        self.handles
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(fh, Arc::new(handle));
+        crate::sync::write(&self.handles).insert(fh, Arc::new(handle));
         Ok(fh)
     }
 
     /// Forget file handle `fh`.
     pub fn release(&self, fh: u64) {
-        self.handles
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&fh);
+        crate::sync::write(&self.handles).remove(&fh);
         self.prefetch.release(fh);
     }
 
@@ -618,12 +612,7 @@ impl H5Fs {
         out: &mut Vec<u8>,
     ) -> FsResult<read::Answer> {
         if fh != 0 {
-            let handle = self
-                .handles
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&fh)
-                .cloned();
+            let handle = crate::sync::read(&self.handles).get(&fh).cloned();
             if let Some(h) = handle {
                 #[cfg(debug_assertions)]
                 if std::env::var_os(TEST_PANIC_ENV).is_some_and(|p| p == h.path.as_str()) {

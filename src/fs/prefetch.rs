@@ -39,9 +39,10 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::model::Dataset;
+use crate::sync::lock;
 
 /// How far before the expected offset a read may start and still continue its stream.
 pub const BACK_SKIP: u64 = 4 << 20;
@@ -159,10 +160,6 @@ impl std::fmt::Debug for JobBox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("JobBox")
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Pool {

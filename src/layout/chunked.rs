@@ -918,6 +918,30 @@ mod tests {
         }
     }
 
+    /// A pipeline of deflate alone.
+    fn deflated() -> FilterPipeline {
+        FilterPipeline {
+            filters: vec![FilterSpec {
+                id: 1,
+                flags: 0,
+                name: None,
+                client_data: vec![4],
+            }],
+        }
+    }
+
+    /// A reader of `params` whose index holds one chunk, at (0, 0): `size` stored bytes at
+    /// `addr`.
+    fn one_chunk(params: LayoutParams, addr: u64, size: u64) -> DataReader {
+        let rec = ChunkRecord {
+            addr,
+            size,
+            filter_mask: 0,
+        };
+        let map = HashMap::from([(vec![0, 0], rec)]);
+        DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap()
+    }
+
     #[test]
     fn chunks_larger_than_the_cache_and_the_floor_are_refused_before_allocating() {
         // 2^23 x 4 four-byte elements: 128 MiB per deflated chunk, for a dataset of 8
@@ -926,28 +950,13 @@ mod tests {
         let path = dir.path().join("f.bin");
         std::fs::write(&path, [0u8; 64]).unwrap();
         let open = |cache: u64| {
-            let deflate = FilterPipeline {
-                filters: vec![FilterSpec {
-                    id: 1,
-                    flags: 0,
-                    name: None,
-                    client_data: vec![4],
-                }],
-            };
             let spec = Spec {
-                filters: deflate,
+                filters: deflated(),
                 cache,
                 ..Spec::plain(&[2, 4], &[1 << 23, 4], 4)
             };
             let storage = Storage::open(&path).unwrap();
-            let params = layout_params(spec, storage, vec![u64::MAX, 4]);
-            let rec = ChunkRecord {
-                addr: 0,
-                size: 64,
-                filter_mask: 0,
-            };
-            let map = HashMap::from([(vec![0, 0], rec)]);
-            DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap()
+            one_chunk(layout_params(spec, storage, vec![u64::MAX, 4]), 0, 64)
         };
         let mut buf = [0u8; 32];
         let e = open(4 << 20).read_at(0, &mut buf).unwrap_err();
@@ -968,27 +977,13 @@ mod tests {
             .unwrap()
             .set_len((4 << 30) + 4096)
             .unwrap();
-        let deflate = FilterPipeline {
-            filters: vec![FilterSpec {
-                id: 1,
-                flags: 0,
-                name: None,
-                client_data: vec![4],
-            }],
-        };
         let spec = Spec {
-            filters: deflate,
+            filters: deflated(),
             ..Spec::plain(&[16, 16], &[16, 16], 4)
         };
         let open = |size: u64| {
             let params = layout_params(spec.clone(), Storage::open(&path).unwrap(), vec![16, 16]);
-            let rec = ChunkRecord {
-                addr: 4096,
-                size,
-                filter_mask: 0,
-            };
-            let map = HashMap::from([(vec![0, 0], rec)]);
-            DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap()
+            one_chunk(params, 4096, size)
         };
         let mut buf = [0u8; 64];
         let e = open(4 << 30).read_at(0, &mut buf).unwrap_err();

@@ -18,13 +18,9 @@ use crate::format::extensible_array::{
     ExtensibleArrayIndexBlock, ExtensibleArraySuperBlock,
 };
 use crate::io::UNDEFINED_ADDR;
+use crate::sync::lock;
 
 const WHAT: &str = "extensible array chunk index";
-
-/// Lock a mutex, ignoring poisoning (the caches hold plain data).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// An extensible-array chunk index with its cached blocks.
 #[derive(Debug)]
