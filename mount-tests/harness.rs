@@ -536,3 +536,18 @@ pub fn py_tuple(v: &serde_json::Value) -> String {
         }
     }
 }
+
+/// The command mounting `url` (an S3 object or prefix) on `mountpoint` anonymously, through
+/// the S3-compatible `endpoint`, with no AWS credentials in its environment.
+pub fn anonymous_s3(url: &str, mountpoint: &Path, endpoint: &str) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg(url)
+        .arg(mountpoint)
+        .args([
+            "-o",
+            &format!("endpoint={endpoint},no_sign_request,region=us-east-1"),
+        ])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY");
+    c
+}

@@ -237,18 +237,7 @@ fn s3_objects_signed_and_anonymous() {
     let line = harness::mount_line(signed.path()).unwrap();
     assert!(!line.contains(sw.secret_key()), "{line}");
     // Anonymous: the store lets anyone read.
-    let anon = Mount::by_command(|mp| {
-        let mut c = std::process::Command::new(harness::BIN);
-        c.arg(&url)
-            .arg(mp)
-            .args([
-                "-o",
-                &format!("endpoint={endpoint},no_sign_request,region=us-east-1"),
-            ])
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY");
-        c
-    });
+    let anon = Mount::by_command(|mp| harness::anonymous_s3(&url, mp, &endpoint));
     assert_eq!(walk(anon.path()), want);
     // Wrong credentials: a clear error and status 2.
     let tmp = tempfile::tempdir().unwrap();

@@ -25,18 +25,7 @@ fn data_dir() -> PathBuf {
 fn mount_prefix(sw: &Seaweed, url: &str) -> Mount {
     let endpoint = sw.endpoint();
     let url = url.to_string();
-    Mount::by_command(move |mp| {
-        let mut c = std::process::Command::new(harness::BIN);
-        c.arg(&url)
-            .arg(mp)
-            .args([
-                "-o",
-                &format!("endpoint={endpoint},no_sign_request,region=us-east-1"),
-            ])
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY");
-        c
-    })
+    Mount::by_command(move |mp| harness::anonymous_s3(&url, mp, &endpoint))
 }
 
 #[test]
@@ -326,15 +315,7 @@ fn a_private_bucket_needs_credentials_which_a_profile_gives() {
         "s3://private/p/".to_string(),
     ] {
         let tmp = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new(harness::BIN)
-            .arg(&url)
-            .arg(tmp.path())
-            .args([
-                "-o",
-                &format!("endpoint={endpoint},no_sign_request,region=us-east-1"),
-            ])
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
+        let out = harness::anonymous_s3(&url, tmp.path(), &endpoint)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
