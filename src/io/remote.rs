@@ -638,104 +638,97 @@ impl Inner {
 
     /// Follow the stream that a read of `offset..end` belongs to, and fetch ahead of it.
     fn readahead(self: &Arc<Self>, offset: u64, end: u64, hint: &DataHint) {
-        let todo = {
-            let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
-            // Reads of one stream arrive somewhat out of order (several FUSE threads, the
-            // kernel's readahead): a read may start before the stream's position by a little,
-            // and by a few of its own lengths.
-            // A reader may also skip a little (the metadata between two datasets' chunks),
-            // by at most two of its own lengths: small reads landing near each other at
-            // random do not make a stream.
-            let back = RA_BACK.max(2 * (end - offset));
-            let gap = RA_GAP.min(2 * (end - offset));
-            let hit = streams.iter().position(|s| {
-                offset.saturating_add(back) >= s.next && offset <= s.next.max(s.ahead) + gap
-            });
-            let Some(i) = hit else {
-                let mut s = Stream {
-                    next: end,
-                    ahead: end,
-                    window: RA_MIN,
-                    streak: 0,
-                    object: hint.object,
-                    crossed: false,
-                };
-                // A large read at the very start of a dataset's block is a reader going
-                // through it from the start (cat, cp, dd): fetch the block ahead at once.
-                let todo = match hint.extent {
-                    Some((start, stop))
-                        if offset == start && end - offset >= RA_FIRST && stop > end =>
-                    {
-                        let target = (end + self.ra_first).min(stop);
-                        s.streak = 1;
-                        s.window = self.ra_max;
-                        s.ahead = target;
-                        Some((end, target))
-                    }
-                    _ => None,
-                };
-                streams.push_front(s);
-                streams.truncate(RA_STREAMS);
-                if let Some((from, to)) = todo {
-                    drop(streams);
-                    let sent = self.fetch_behind(&[(from / PAGE, to.div_ceil(PAGE))], 0);
-                    self.count(|s| &s.readahead, sent);
-                }
-                return;
-            };
-            let mut s = streams.remove(i).unwrap_or(Stream {
-                next: end,
-                ahead: end,
-                window: RA_MIN,
-                streak: 0,
-                object: hint.object,
-                crossed: false,
-            });
-            // A stream that goes on from one dataset into another (their data in file
-            // order: a cat of the datasets one after the other) reads ahead across them.
-            if hint.object != s.object {
-                s.crossed = true;
-                s.object = hint.object;
-            }
-            let mut todo = None;
-            // Only reads that move the stream forward count: a late request, or a reader
-            // stepping backwards, keeps the stream but fetches nothing ahead.
-            let forward = end > s.next;
-            if forward {
-                s.next = end;
-                s.streak = s.streak.saturating_add(1);
-            }
-            // Large reads one after the other are a stream at once (random reads are small),
-            // with a window of a few of them.
-            let large = end - offset >= DIRECT_READ as u64;
-            if forward && large && s.streak == 1 {
-                s.window = s.window.max(8 * (end - offset)).min(self.ra_max);
-            }
-            // Within one dataset, readahead stays inside its block; a chunked dataset's
-            // chunks are fetched by the reads' own hints and the decoders' prefetch.
-            let limit = match (s.crossed, hint.extent) {
-                (true, _) => self.len,
-                (false, Some((_, stop))) => stop.min(self.len),
-                (false, None) => 0,
-            };
-            if forward && (s.streak >= RA_STREAK || large) {
-                let from = s.ahead.max(s.next);
-                let target = (s.next + s.window).min(limit);
-                // Send in batches of at least half a window, not one page per read (and the
-                // rest, whatever its size, once the window reaches the limit).
-                if target > from && (target - from >= s.window / 2 || target == limit) {
-                    todo = Some((from, target));
-                    s.ahead = target;
-                    s.window = (s.window * 2).min(self.ra_max);
-                }
-            }
-            streams.push_front(s);
-            todo
-        };
-        if let Some((from, to)) = todo {
+        if let Some((from, to)) = self.advance(offset, end, hint) {
             let sent = self.fetch_behind(&[(from / PAGE, to.div_ceil(PAGE))], 0);
             self.count(|s| &s.readahead, sent);
         }
+    }
+
+    /// A new stream for a read of `offset..end` that continues none: a large read at the
+    /// very start of a dataset's block is a reader going through it from the start (cat,
+    /// cp, dd), whose block is fetched ahead at once; the range to fetch.
+    fn new_stream(&self, offset: u64, end: u64, hint: &DataHint) -> (Stream, Option<(u64, u64)>) {
+        let mut s = Stream {
+            next: end,
+            ahead: end,
+            window: RA_MIN,
+            streak: 0,
+            object: hint.object,
+            crossed: false,
+        };
+        let todo = match hint.extent {
+            Some((start, stop)) if offset == start && end - offset >= RA_FIRST && stop > end => {
+                let target = (end + self.ra_first).min(stop);
+                s.streak = 1;
+                s.window = self.ra_max;
+                s.ahead = target;
+                Some((end, target))
+            }
+            _ => None,
+        };
+        (s, todo)
+    }
+
+    /// Update the streams for a read of `offset..end`; the range to fetch ahead, if any.
+    fn advance(&self, offset: u64, end: u64, hint: &DataHint) -> Option<(u64, u64)> {
+        let mut streams = crate::sync::lock(&self.streams);
+        // Reads of one stream arrive somewhat out of order (several FUSE threads, the
+        // kernel's readahead): a read may start before the stream's position by a little,
+        // and by a few of its own lengths.
+        // A reader may also skip a little (the metadata between two datasets' chunks),
+        // by at most two of its own lengths: small reads landing near each other at
+        // random do not make a stream.
+        let back = RA_BACK.max(2 * (end - offset));
+        let gap = RA_GAP.min(2 * (end - offset));
+        let hit = streams.iter().position(|s| {
+            offset.saturating_add(back) >= s.next && offset <= s.next.max(s.ahead) + gap
+        });
+        let Some(mut s) = hit.and_then(|i| streams.remove(i)) else {
+            let (s, todo) = self.new_stream(offset, end, hint);
+            streams.push_front(s);
+            streams.truncate(RA_STREAMS);
+            return todo;
+        };
+        // A stream that goes on from one dataset into another (their data in file
+        // order: a cat of the datasets one after the other) reads ahead across them.
+        if hint.object != s.object {
+            s.crossed = true;
+            s.object = hint.object;
+        }
+        let mut todo = None;
+        // Only reads that move the stream forward count: a late request, or a reader
+        // stepping backwards, keeps the stream but fetches nothing ahead.
+        let forward = end > s.next;
+        if forward {
+            s.next = end;
+            s.streak = s.streak.saturating_add(1);
+        }
+        // Large reads one after the other are a stream at once (random reads are small),
+        // with a window of a few of them.
+        let large = end - offset >= DIRECT_READ as u64;
+        if forward && large && s.streak == 1 {
+            s.window = s.window.max(8 * (end - offset)).min(self.ra_max);
+        }
+        // Within one dataset, readahead stays inside its block; a chunked dataset's
+        // chunks are fetched by the reads' own hints and the decoders' prefetch.
+        let limit = match (s.crossed, hint.extent) {
+            (true, _) => self.len,
+            (false, Some((_, stop))) => stop.min(self.len),
+            (false, None) => 0,
+        };
+        if forward && (s.streak >= RA_STREAK || large) {
+            let from = s.ahead.max(s.next);
+            let target = (s.next + s.window).min(limit);
+            // Send in batches of at least half a window, not one page per read (and the
+            // rest, whatever its size, once the window reaches the limit).
+            if target > from && (target - from >= s.window / 2 || target == limit) {
+                todo = Some((from, target));
+                s.ahead = target;
+                s.window = (s.window * 2).min(self.ra_max);
+            }
+        }
+        streams.push_front(s);
+        todo
     }
 }
 
