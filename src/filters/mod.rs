@@ -35,6 +35,7 @@ mod fletcher32;
 mod lz4;
 mod lzf;
 mod lzo;
+mod msgpack;
 mod nbit;
 mod scaleoffset;
 pub mod shuffle;
