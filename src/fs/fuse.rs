@@ -13,10 +13,8 @@
 //! When the file is re-read while mounted (`super::refresh`), a [`Notifier`] tells the kernel
 //! which of those cached entries, attributes and pages to drop.
 //!
-//! Benchmarking aid: with `H5MOUNT_BENCH_CEILING_MIB=N` in the daemon's environment, the root
-//! also holds a hidden file `/.h5mount-ceiling` of N MiB served from one static buffer, by
-//! this adapter alone (`Ceiling`): the fastest any read path of this daemon can be, the
-//! reference `mount-tests/bench/run` compares uncompressed datasets against.
+//! Built with the `bench-ceiling` feature (benchmarks only), the adapter also serves the
+//! memory-backed file of [`super::ceiling`].
 
 use std::ffi::OsStr;
 use std::io;
@@ -44,52 +42,6 @@ const MAX_REQUEST: u32 = 1 << 20;
 thread_local! {
     /// The buffer each FUSE thread reads answers into (at most `read::MAX_READ` bytes).
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The environment variable that turns on the ceiling file (its size in MiB).
-pub const CEILING_ENV: &str = "H5MOUNT_BENCH_CEILING_MIB";
-/// Name of the ceiling file in the root directory (not listed).
-const CEILING_NAME: &str = ".h5mount-ceiling";
-/// Its inode: the top of the sidecar range, which no dataset inode of a real file reaches.
-const CEILING_INO: u64 = u64::MAX;
-/// Largest ceiling file accepted.
-const CEILING_MAX_MIB: u64 = 4096;
-
-/// A trivial memory-backed file answered straight from one buffer (benchmarks only): the FUSE
-/// ceiling of this daemon, with the same threads, request sizes and cache flags as datasets.
-struct Ceiling {
-    data: Vec<u8>,
-}
-
-impl Ceiling {
-    /// From [`CEILING_ENV`], if set to a size from 1 to [`CEILING_MAX_MIB`] MiB.
-    fn from_env() -> Option<Ceiling> {
-        let mib: u64 = std::env::var(CEILING_ENV).ok()?.trim().parse().ok()?;
-        if mib == 0 || mib > CEILING_MAX_MIB {
-            return None;
-        }
-        let len = usize::try_from(mib << 20).ok()?;
-        // Non-zero bytes, so no layer can take a shortcut for zero pages.
-        let data = (0..len).map(|i| (i % 251) as u8 | 1).collect();
-        Some(Ceiling { data })
-    }
-
-    fn attr(&self, root: &Attr) -> FileAttr {
-        let mut a = file_attr(root);
-        a.ino = INodeNo(CEILING_INO);
-        a.size = self.data.len() as u64;
-        a.blocks = a.size.div_ceil(512);
-        a.kind = FileType::RegularFile;
-        a.perm = 0o444;
-        a.nlink = 1;
-        a
-    }
-
-    fn read(&self, offset: u64, size: u32) -> &[u8] {
-        let start = usize::try_from(offset).map_or(self.data.len(), |o| o.min(self.data.len()));
-        let end = start.saturating_add(size as usize).min(self.data.len());
-        &self.data[start..end]
-    }
 }
 
 /// How the filesystem is mounted (a plain mirror of the mount options the daemon accepts).
@@ -209,7 +161,8 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
     let adapter = FuseFs {
         core: core.clone(),
         threads: opts.threads.max(1),
-        ceiling: Ceiling::from_env(),
+        #[cfg(feature = "bench-ceiling")]
+        ceiling: super::ceiling::Ceiling::from_env(),
     };
     let session = fuser::Session::new(adapter, mountpoint, &config)?;
     Ok(Mounted { session, core })
@@ -219,7 +172,8 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
 pub struct FuseFs {
     core: Arc<H5Fs>,
     threads: usize,
-    ceiling: Option<Ceiling>,
+    #[cfg(feature = "bench-ceiling")]
+    ceiling: Option<super::ceiling::Ceiling>,
 }
 
 fn kind(k: FileKind) -> FileType {
@@ -230,7 +184,7 @@ fn kind(k: FileKind) -> FileType {
     }
 }
 
-fn file_attr(a: &Attr) -> FileAttr {
+pub(super) fn file_attr(a: &Attr) -> FileAttr {
     FileAttr {
         ino: INodeNo(a.ino),
         size: a.size,
@@ -295,8 +249,9 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        #[cfg(feature = "bench-ceiling")]
         if let Some(ceil) = &self.ceiling {
-            if parent.0 == super::inode::ROOT_INO && name == CEILING_NAME {
+            if parent.0 == super::inode::ROOT_INO && name == super::ceiling::NAME {
                 return self.guard("lookup", |c| match c.getattr(parent.0) {
                     Ok(root) => reply.entry(&c.ttl(), &ceil.attr(&root), Generation(0)),
                     Err(e) => reply.error(Self::fail(c, "lookup", e)),
@@ -310,7 +265,12 @@ impl Filesystem for FuseFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        if let Some(ceil) = self.ceiling.as_ref().filter(|_| ino.0 == CEILING_INO) {
+        #[cfg(feature = "bench-ceiling")]
+        if let Some(ceil) = self
+            .ceiling
+            .as_ref()
+            .filter(|_| ino.0 == super::ceiling::INO)
+        {
             return self.guard("getattr", |c| match c.getattr(super::inode::ROOT_INO) {
                 Ok(root) => reply.attr(&c.ttl(), &ceil.attr(&root)),
                 Err(e) => reply.error(Self::fail(c, "getattr", e)),
@@ -330,7 +290,8 @@ impl Filesystem for FuseFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if self.ceiling.is_some() && ino.0 == CEILING_INO {
+        #[cfg(feature = "bench-ceiling")]
+        if self.ceiling.is_some() && ino.0 == super::ceiling::INO {
             return reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
         }
         self.guard("open", |c| match c.open_handle(ino.0, flags.0) {
@@ -350,7 +311,12 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        if let Some(ceil) = self.ceiling.as_ref().filter(|_| ino.0 == CEILING_INO) {
+        #[cfg(feature = "bench-ceiling")]
+        if let Some(ceil) = self
+            .ceiling
+            .as_ref()
+            .filter(|_| ino.0 == super::ceiling::INO)
+        {
             return reply.data(ceil.read(offset, size));
         }
         self.guard("read", |c| {
@@ -369,16 +335,14 @@ impl Filesystem for FuseFs {
     fn release(
         &self,
         _req: &Request,
-        ino: INodeNo,
+        _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        if self.ceiling.is_some() && ino.0 == CEILING_INO {
-            return reply.ok();
-        }
+        // Handle 0 (sidecars, and the benchmark ceiling file) holds nothing to release.
         self.guard("release", |c| {
             c.release(fh.0);
             reply.ok()

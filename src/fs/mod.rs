@@ -15,6 +15,8 @@
 //! which drops them. Failures are logged once per object path.
 
 pub mod attr;
+#[cfg(feature = "bench-ceiling")]
+mod ceiling;
 pub mod dir;
 pub mod error;
 mod external;
