@@ -344,21 +344,44 @@ impl InodeTable {
     }
 
     /// The node of the soft or external link `name` in `parent`, whose symlink text is
-    /// `target` (created on first sight; the text of an existing node is kept).
+    /// `target`: created on first sight, and given the new text under the same inode number
+    /// when the link changed (after a refresh, see `super::refresh`).
     pub fn symlink(&self, parent: &Node, name: &str, target: String) -> Arc<Node> {
         let key = (parent.ino, name.to_string());
+        let same =
+            |node: &Node| matches!(&node.kind, NodeKind::Symlink { target: t } if *t == target);
         if let Some(node) = {
             let t = self.read();
             t.by_link
                 .get(&key)
                 .and_then(|ino| t.nodes.get(ino))
+                .filter(|n| same(n))
                 .cloned()
         } {
             return node;
         }
         let mut t = self.write();
-        if let Some(node) = t.by_link.get(&key).and_then(|ino| t.nodes.get(ino)) {
-            return node.clone();
+        if let Some(old) = t
+            .by_link
+            .get(&key)
+            .and_then(|ino| t.nodes.get(ino))
+            .cloned()
+        {
+            if same(&old) {
+                return old;
+            }
+            let node = Arc::new(Node {
+                ino: old.ino,
+                parent: old.parent,
+                path: old.path.clone(),
+                file: old.file,
+                anchor: old.anchor.clone(),
+                kind: NodeKind::Symlink { target },
+                attr: OnceLock::new(),
+                before_refresh: false,
+            });
+            t.nodes.insert(old.ino, node.clone());
+            return node;
         }
         let ino = t.next_link;
         t.next_link = t.next_link.saturating_add(1);

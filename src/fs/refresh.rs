@@ -332,9 +332,24 @@ impl H5Fs {
             self.listings_gen.fetch_add(1, Ordering::AcqRel);
             map.clear();
         }
+        self.relink(&before);
         self.wakeup.swapped();
         self.stats().on_refresh();
         Ok(self.invalidations(&old, &new, &before))
+    }
+
+    /// Look up again every soft and external link the kernel has been shown, so that one
+    /// whose text changed gets it (see `InodeTable::symlink`); a link that is gone keeps its
+    /// node, which its parent's listing or lookup no longer leads to.
+    fn relink(&self, before: &Before) {
+        for (node, _) in &before.nodes {
+            if !matches!(node.kind, NodeKind::Symlink { .. }) {
+                continue;
+            }
+            if let Some((_, name)) = node.path.rsplit_once('/') {
+                let _ = self.lookup(node.parent, std::ffi::OsStr::new(name));
+            }
+        }
     }
 
     /// Where the refresh thread waits and failed reads ask for a check.
@@ -539,10 +554,14 @@ impl H5Fs {
                     continue;
                 }
             };
-            if now == *was {
+            let relinked = self.relinked(node);
+            if now == *was && !relinked {
                 continue;
             }
-            let from = if now.kind == FileKind::RegularFile && now.size != was.size {
+            // A symlink's text is cached like file data (`FUSE_CACHE_SYMLINKS`).
+            let from = if relinked {
+                Some(0)
+            } else if now.kind == FileKind::RegularFile && now.size != was.size {
                 let grew = now.size > was.size
                     && node.file == old.idx()
                     && node.object().is_some_and(|id| appended(old, new, id));
@@ -600,6 +619,20 @@ impl H5Fs {
             }
         }
         out
+    }
+}
+
+impl H5Fs {
+    /// True for a symlink whose text the refresh changed (its attributes may not show it: a
+    /// text of the same length).
+    fn relinked(&self, was: &Node) -> bool {
+        let NodeKind::Symlink { target } = &was.kind else {
+            return false;
+        };
+        self.node(was.ino).is_ok_and(|now| match &now.kind {
+            NodeKind::Symlink { target: t } => t != target,
+            _ => false,
+        })
     }
 }
 
@@ -814,6 +847,40 @@ mod tests {
         w.wait_turn(Duration::from_millis(30));
         w.checked();
         assert!(t.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn changed_soft_links_get_their_new_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.h5");
+        std::fs::write(&path, snapshot("links_a.h5")).unwrap();
+        let mut w = Watcher::new(&path, Some(Stamp::of(&path).unwrap()));
+        let fs = mount(&path, false);
+        let (alias, far, gone) = (ino(&fs, "/alias"), ino(&fs, "/far"), ino(&fs, "/gone"));
+        assert_eq!(fs.readlink(alias).unwrap(), b"x");
+        assert_eq!(fs.readlink(far).unwrap(), b"x");
+        assert_eq!(fs.readlink(gone).unwrap(), b"y");
+        assert_eq!(fs.getattr(far).unwrap().size, 1);
+
+        overwrite(&path, &snapshot("links_b.h5"));
+        let Outcome::Refreshed(inv) = w.check(&fs) else {
+            panic!("not refreshed");
+        };
+        // Same inode numbers, new texts: of the same length (/alias) and longer (/far).
+        assert_eq!(ino(&fs, "/alias"), alias);
+        assert_eq!(fs.readlink(alias).unwrap(), b"y");
+        assert_eq!(ino(&fs, "/far"), far);
+        assert_eq!(fs.readlink(far).unwrap(), b"sub/z");
+        assert_eq!(fs.getattr(far).unwrap().size, 5);
+        // The kernel drops the cached texts (FUSE_CACHE_SYMLINKS) of both.
+        for ino in [alias, far] {
+            assert!(
+                inv.contains(&Invalidation::Inode { ino, from: Some(0) }),
+                "{ino}: {inv:?}"
+            );
+        }
+        assert!(fs.lookup(ROOT_INO, OsStr::new("gone")).is_err());
+        assert_eq!(w.check(&fs), Outcome::Unchanged);
     }
 
     #[test]
