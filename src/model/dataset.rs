@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::file::File;
+use super::virtual_ds::VirtualReader;
 use super::ObjectId;
 use crate::error::{Error, ErrorClass, Result};
 use crate::format::local_heap::LocalHeap;
@@ -14,7 +15,7 @@ use crate::format::messages::fill_value::{FillTime, FillValue};
 use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
 use crate::format::messages::layout::{ChunkIndexSpec, Layout, LayoutClass};
 use crate::format::messages::{types, Message};
-use crate::format::object_header::ObjectHeader;
+use crate::format::object_header::{ObjectHeader, RawMessage};
 use crate::layout::external::{ExternalFiles, RawOpener};
 use crate::layout::{DataReader, ExternalSegment, LayoutParams};
 
@@ -214,93 +215,130 @@ fn layout_names(layout: &Layout) -> (LayoutKind, Option<Vec<u64>>, Option<ChunkI
     }
 }
 
-/// Parse a dataset's messages and prepare its reader.
-pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Result<Dataset> {
-    let mut space: Option<Dataspace> = None;
-    let mut dtype: Option<Datatype> = None;
-    let mut layout: Option<Layout> = None;
-    let mut fill_new: Option<FillValue> = None;
-    let mut fill_old: Option<FillValue> = None;
-    let mut pipeline = FilterPipeline::default();
-    let mut efl: Option<ExternalFileList> = None;
-    for raw in &h.messages {
-        match raw.mtype {
-            types::DATASPACE
-            | types::DATATYPE
-            | types::LAYOUT
-            | types::FILL_VALUE
-            | types::FILL_VALUE_OLD
-            | types::FILTER_PIPELINE
-            | types::EXTERNAL_FILES => {}
-            _ => continue,
+/// The messages of a dataset's object header that describe it.
+struct Described {
+    space: Dataspace,
+    dtype: Datatype,
+    layout: Layout,
+    /// The fill value message, else the old fill value message.
+    fill: Option<FillValue>,
+    pipeline: FilterPipeline,
+    efl: Option<ExternalFileList>,
+}
+
+/// Decode `raw` if it is one of the messages that describe a dataset; `None` for the others,
+/// and for an undecodable old fill value message (libhdf5 ignores the old one when the new one
+/// is present, and it must not make the dataset unreadable).
+fn decode_describing(file: &File, raw: &RawMessage) -> Result<Option<Message>> {
+    match raw.mtype {
+        types::DATASPACE
+        | types::DATATYPE
+        | types::LAYOUT
+        | types::FILL_VALUE
+        | types::FILL_VALUE_OLD
+        | types::FILTER_PIPELINE
+        | types::EXTERNAL_FILES => {}
+        _ => return Ok(None),
+    }
+    match file.decode(raw) {
+        Ok(m) => Ok(Some(m)),
+        Err(_) if raw.mtype == types::FILL_VALUE_OLD => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl Described {
+    /// Gather the describing messages of the header `h` of dataset `id`; the dataspace,
+    /// datatype and layout messages are required.
+    fn read(file: &File, id: ObjectId, h: &ObjectHeader) -> Result<Described> {
+        let mut space: Option<Dataspace> = None;
+        let mut dtype: Option<Datatype> = None;
+        let mut layout: Option<Layout> = None;
+        let mut fill_new: Option<FillValue> = None;
+        let mut fill_old: Option<FillValue> = None;
+        let mut pipeline = FilterPipeline::default();
+        let mut efl: Option<ExternalFileList> = None;
+        for raw in &h.messages {
+            match decode_describing(file, raw)? {
+                Some(Message::Dataspace(s)) => space = Some(s),
+                Some(Message::Datatype(t)) => dtype = Some(t),
+                Some(Message::Layout(l)) => layout = Some(l),
+                Some(Message::FillValue(f)) if raw.mtype == types::FILL_VALUE => fill_new = Some(f),
+                Some(Message::FillValue(f)) => fill_old = Some(f),
+                Some(Message::FilterPipeline(p)) => pipeline = p,
+                Some(Message::ExternalFiles(e)) => efl = Some(e),
+                _ => {}
+            }
         }
-        let decoded = match file.decode(raw) {
-            Ok(m) => m,
-            // libhdf5 ignores the old fill value message when the new one is present; an
-            // undecodable old one must not make the dataset unreadable.
-            Err(_) if raw.mtype == types::FILL_VALUE_OLD => continue,
-            Err(e) => return Err(e),
+        let missing = |what: &str| {
+            Error::corrupt("dataset object header", id.0, format!("no {what} message"))
         };
-        match decoded {
-            Message::Dataspace(s) => space = Some(s),
-            Message::Datatype(t) => dtype = Some(t),
-            Message::Layout(l) => layout = Some(l),
-            Message::FillValue(f) if raw.mtype == types::FILL_VALUE => fill_new = Some(f),
-            Message::FillValue(f) => fill_old = Some(f),
-            Message::FilterPipeline(p) => pipeline = p,
-            Message::ExternalFiles(e) => efl = Some(e),
-            _ => {}
+        Ok(Described {
+            space: space.ok_or_else(|| missing("dataspace"))?,
+            dtype: dtype.ok_or_else(|| missing("datatype"))?,
+            layout: layout.ok_or_else(|| missing("layout"))?,
+            fill: fill_new.or(fill_old),
+            pipeline,
+            efl,
+        })
+    }
+
+    /// The user-defined fill value (defined, one element), and the fill value reads use (the
+    /// same, unless the fill time is "never").
+    fn fill_values(&self) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        let fill_value = self
+            .fill
+            .as_ref()
+            .filter(|f| f.defined)
+            .and_then(|f| f.value.clone())
+            .filter(|v| v.len() == self.dtype.size as usize);
+        let fill_for_reads = self
+            .fill
+            .as_ref()
+            .filter(|f| f.fill_time != FillTime::Never)
+            .and(fill_value.clone());
+        (fill_value, fill_for_reads)
+    }
+
+    /// What `inspect` and xattrs show, with the stored shape and the user fill value.
+    fn info(&self, fill_value: Option<Vec<u8>>) -> DatasetInfo {
+        let (mut layout_name, chunk_shape, chunk_index) = layout_names(&self.layout);
+        if self.efl.is_some() {
+            layout_name = LayoutKind::External;
+        }
+        DatasetInfo {
+            dtype: self.dtype.clone(),
+            shape: self.space.dims.clone(),
+            max_shape: self.space.max_dims.clone(),
+            null: self.space.kind == DataspaceKind::Null,
+            layout: layout_name,
+            chunk_shape,
+            chunk_index,
+            filters: self.pipeline.filters.clone(),
+            fill_value,
         }
     }
-    let missing =
-        |what: &str| Error::corrupt("dataset object header", id.0, format!("no {what} message"));
-    let space = space.ok_or_else(|| missing("dataspace"))?;
-    let dtype = dtype.ok_or_else(|| missing("datatype"))?;
-    let layout = layout.ok_or_else(|| missing("layout"))?;
-    let fill = fill_new.or(fill_old);
-    let fill_value = fill
-        .as_ref()
-        .filter(|f| f.defined)
-        .and_then(|f| f.value.clone())
-        .filter(|v| v.len() == dtype.size as usize);
-    let fill_for_reads = fill
-        .as_ref()
-        .filter(|f| f.fill_time != FillTime::Never)
-        .and(fill_value.clone());
 
-    let (mut layout_name, chunk_shape, chunk_index) = layout_names(&layout);
-    if efl.is_some() {
-        layout_name = LayoutKind::External;
+    /// Bytes of the byte image (npoints × element size), `None` when that overflows.
+    fn image_len(&self) -> Option<u64> {
+        self.space
+            .npoints()
+            .and_then(|n| n.checked_mul(self.dtype.size as u64))
     }
-    let null = space.kind == DataspaceKind::Null;
-    let npoints = space.npoints();
-    let mut len = npoints.and_then(|n| n.checked_mul(dtype.size as u64));
-    let mut info = DatasetInfo {
-        dtype: dtype.clone(),
-        shape: space.dims.clone(),
-        max_shape: space.max_dims.clone(),
-        null,
-        layout: layout_name,
-        chunk_shape,
-        chunk_index,
-        filters: pipeline.filters.clone(),
-        fill_value,
-    };
 
-    let vds_fill = fill_for_reads.clone();
-    let fixed = dtype.is_fixed_size();
-    let reader = (|| -> Result<DataReader> {
-        // Valid (libhdf5 reads such a dataset as its fill value) but not addressable here:
-        // byte offsets are 64-bit.
+    /// The number of elements, refused (unsupported) when the count or the byte image does
+    /// not fit 64 bits: valid (libhdf5 reads such a dataset as its fill value) but not
+    /// addressable here, byte offsets being 64-bit.
+    fn addressable_npoints(&self, id: ObjectId) -> Result<u64> {
         let elements = || {
-            space
+            self.space
                 .dims
                 .iter()
                 .map(|d| d.to_string())
                 .collect::<Vec<_>>()
                 .join(" x ")
         };
-        let npoints = npoints.ok_or_else(|| {
+        let npoints = self.space.npoints().ok_or_else(|| {
             Error::unsupported(
                 "dataset size",
                 format!(
@@ -310,41 +348,84 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
                 ),
             )
         })?;
-        if len.is_none() {
+        if self.image_len().is_none() {
             return Err(Error::unsupported(
                 "dataset size",
                 format!(
                     "dataset at {:#x}: {} elements of {} bytes are more than 2^64 bytes",
                     id.0,
                     elements(),
-                    dtype.size
+                    self.dtype.size
                 ),
             ));
         }
-        let external = match &efl {
+        Ok(npoints)
+    }
+
+    /// The layout engine's reader of the stored bytes (external files resolved through the
+    /// file's resolver), with `fill` for unwritten elements.
+    fn data_reader(&self, file: &File, id: ObjectId, fill: Option<Vec<u8>>) -> Result<DataReader> {
+        let npoints = self.addressable_npoints(id)?;
+        let external = match &self.efl {
             Some(e) => Some(external_segments(file, e)?),
             None => None,
         };
         DataReader::new(LayoutParams {
             storage: file.storage().clone(),
             sizes: file.sizes(),
-            layout: layout.clone(),
-            dims: space.dims.clone(),
-            max_dims: space.max_dims.clone().unwrap_or_else(|| space.dims.clone()),
+            layout: self.layout.clone(),
+            dims: self.space.dims.clone(),
+            max_dims: self
+                .space
+                .max_dims
+                .clone()
+                .unwrap_or_else(|| self.space.dims.clone()),
             npoints,
-            element_size: dtype.size,
+            element_size: self.dtype.size,
             // A vlen fill value is itself a heap reference; zeros (a null reference) are what
             // libhdf5 writes for unwritten elements.
-            fill: if fixed { fill_for_reads } else { None },
-            filters: pipeline.clone(),
+            fill: if self.dtype.is_fixed_size() {
+                fill
+            } else {
+                None
+            },
+            filters: self.pipeline.clone(),
             external,
             cache: file.chunk_cache().clone(),
             cache_id: id.0,
             cache_file: file.cache_file(),
         })
-    })();
-    let mut reader = match reader {
-        Ok(r) if fixed => ReaderState::Ready(r),
+    }
+
+    /// The virtual dataset reader of a virtual layout (`None` for other layouts), with `fill`
+    /// for elements no source covers.
+    fn virtual_reader(
+        &self,
+        file: &File,
+        id: ObjectId,
+        fill: Option<Vec<u8>>,
+    ) -> Option<Result<VirtualReader>> {
+        let LayoutClass::Virtual { heap_addr, index } = self.layout.class else {
+            return None;
+        };
+        let max_dims = self.space.max_dims.as_deref().unwrap_or(&self.space.dims);
+        Some(VirtualReader::open(
+            file,
+            id.0,
+            (heap_addr, index),
+            &self.space.dims,
+            max_dims,
+            &self.dtype,
+            fill,
+        ))
+    }
+}
+
+/// The state of a layout engine's reader: ready for a fixed-size type, stored references only
+/// for a variable-length one, failed with the error's class and text.
+fn reader_state(reader: Result<DataReader>, dtype: &Datatype) -> ReaderState {
+    match reader {
+        Ok(r) if dtype.is_fixed_size() => ReaderState::Ready(r),
         Ok(reader) => ReaderState::Stored {
             reader,
             why: Error::unsupported(
@@ -353,34 +434,35 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
             )
             .to_string(),
         },
-        Err(e) => ReaderState::Failed {
-            class: e.errno_class(),
-            message: e.to_string(),
-        },
-    };
+        Err(e) => failed(e),
+    }
+}
+
+/// A reader that fails every read with `e`'s class and text.
+fn failed(e: Error) -> ReaderState {
+    ReaderState::Failed {
+        class: e.errno_class(),
+        message: e.to_string(),
+    }
+}
+
+/// Parse a dataset's messages and prepare its reader.
+pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Result<Dataset> {
+    let d = Described::read(file, id, h)?;
+    let (fill_value, fill_for_reads) = d.fill_values();
+    let mut info = d.info(fill_value);
+    let mut len = d.image_len();
+    let mut reader = reader_state(d.data_reader(file, id, fill_for_reads.clone()), &d.dtype);
     // Virtual layout: served by `virtual_ds`; unlimited mappings take their extent from the
     // sources, so the shape and length may differ from the stored dataspace.
-    if let LayoutClass::Virtual { heap_addr, index } = layout.class {
-        let max_dims = space.max_dims.as_deref().unwrap_or(&space.dims);
-        let v = super::virtual_ds::VirtualReader::open(
-            file,
-            id.0,
-            (heap_addr, index),
-            &space.dims,
-            max_dims,
-            &dtype,
-            vds_fill,
-        );
+    if let Some(v) = d.virtual_reader(file, id, fill_for_reads) {
         reader = match v {
             Ok(v) => {
                 info.shape = v.dims().to_vec();
                 len = Some(v.len());
                 ReaderState::Virtual(v)
             }
-            Err(e) => ReaderState::Failed {
-                class: e.errno_class(),
-                message: e.to_string(),
-            },
+            Err(e) => failed(e),
         };
     }
     Ok(Dataset {

@@ -47,7 +47,7 @@ use super::{Dataset, ObjectId};
 use crate::error::{Error, ErrorClass, Result};
 use crate::format::global_heap::GlobalHeapCollection;
 use crate::format::messages::datatype::Datatype;
-use crate::format::vds::{Selection, VdsBlock, VdsMapping, UNLIMITED};
+use crate::format::vds::{RegularDim, Selection, VdsBlock, VdsMapping, UNLIMITED};
 
 mod boxes;
 mod convert;
@@ -116,7 +116,11 @@ struct Sub {
 
 /// Serves byte ranges of one virtual dataset.
 pub struct VirtualReader {
+    /// The dataset's object header.
     addr: u64,
+    /// The global heap collection holding the mapping table, where the selections were read
+    /// from (named by the errors of a corrupt one).
+    heap: u64,
     dims: Vec<u64>,
     esize: u64,
     len: u64,
@@ -176,6 +180,76 @@ impl Sub {
     }
 }
 
+/// A mapping unlimited in its virtual selection, or one block of a `%b` mapping, resolved
+/// against its source before the virtual extent is known.
+struct Resolved<'m> {
+    /// The virtual selection's dimensions, the unlimited one cut to what the source fills.
+    vdims: Vec<Dim>,
+    mapping: &'m VdsMapping,
+    source: Source,
+}
+
+/// Refuse a datatype whose elements a virtual dataset cannot assemble: one without a fixed-size
+/// byte image, or one bigger than [`MAX_ELEMENT`] (`addr`: the dataset's header).
+fn check_element(dtype: &Datatype, addr: u64) -> Result<()> {
+    if !dtype.is_fixed_size() {
+        return Err(Error::unsupported(
+            "datatype",
+            format!("{} has no fixed-size byte image", dtype.numpy_str()),
+        ));
+    }
+    if dtype.size as u64 > MAX_ELEMENT {
+        return Err(Error::limit(
+            "virtual dataset",
+            addr,
+            format!(
+                "elements of {} bytes exceed the {MAX_ELEMENT} bytes a virtual dataset's \
+                 element may have",
+                dtype.size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The mapping table: object `heap.1` of the global heap collection at `heap.0`.
+fn read_mapping_table(file: &File, heap: (u64, u32)) -> Result<VdsBlock> {
+    let gcol = GlobalHeapCollection::read(file.storage(), heap.0, file.sizes())?;
+    let raw = gcol.get(heap.1).ok_or_else(|| {
+        Error::corrupt(
+            "virtual dataset layout",
+            heap.0,
+            format!("no heap object {}", heap.1),
+        )
+    })?;
+    VdsBlock::parse(raw, heap.0, file.sizes())
+}
+
+/// The dimensions of a virtual selection unlimited in dimension `skip`, that one left empty
+/// (to be set from the sources); `addr` is where the selection was read from.
+fn finite_except(vdims: &[RegularDim], skip: usize, addr: u64) -> Result<Vec<Dim>> {
+    vdims
+        .iter()
+        .enumerate()
+        .map(|(d, &r)| {
+            if d == skip {
+                Ok(sel::clip_unlimited(r, 0))
+            } else {
+                Dim::from_regular(r, addr)
+            }
+        })
+        .collect()
+}
+
+/// Bytes of the image of `dims` elements of `esize` bytes (`addr`: the dataset's header, named
+/// when the size overflows).
+fn image_len(dims: &[u64], esize: u64, addr: u64) -> Result<u64> {
+    dims.iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .and_then(|n| n.checked_mul(esize))
+        .ok_or_else(|| Error::corrupt("virtual dataset", addr, "extent overflows"))
+}
+
 impl VirtualReader {
     /// Read the mapping table and resolve unlimited mappings. `dims`/`max_dims` are the stored
     /// extent; the effective one is [`VirtualReader::dims`].
@@ -188,35 +262,27 @@ impl VirtualReader {
         dtype: &Datatype,
         fill: Option<Vec<u8>>,
     ) -> Result<VirtualReader> {
-        if !dtype.is_fixed_size() {
-            return Err(Error::unsupported(
-                "datatype",
-                format!("{} has no fixed-size byte image", dtype.numpy_str()),
-            ));
-        }
-        if dtype.size as u64 > MAX_ELEMENT {
-            return Err(Error::limit(
-                "virtual dataset",
-                addr,
-                format!(
-                    "elements of {} bytes exceed the {MAX_ELEMENT} bytes a virtual dataset's \
-                     element may have",
-                    dtype.size
-                ),
-            ));
-        }
-        let gcol = GlobalHeapCollection::read(file.storage(), heap.0, file.sizes())?;
-        let raw = gcol.get(heap.1).ok_or_else(|| {
-            Error::corrupt(
-                "virtual dataset layout",
-                heap.0,
-                format!("no heap object {}", heap.1),
-            )
-        })?;
-        let block = VdsBlock::parse(raw, heap.0, file.sizes())?;
+        check_element(dtype, addr)?;
+        let block = read_mapping_table(file, heap)?;
+        let mut reader = VirtualReader::unmapped(file, addr, heap.0, dims, dtype, fill);
+        reader.add_mappings(file, &block.mappings, max_dims)?;
+        Ok(reader)
+    }
+
+    /// A reader with the stored extent and no mappings yet. A fill value not of one element
+    /// is replaced by zeros.
+    fn unmapped(
+        file: &File,
+        addr: u64,
+        heap: u64,
+        dims: &[u64],
+        dtype: &Datatype,
+        fill: Option<Vec<u8>>,
+    ) -> VirtualReader {
         let esize = dtype.size as u64;
-        let mut reader = VirtualReader {
+        VirtualReader {
             addr,
+            heap,
             dims: dims.to_vec(),
             esize,
             len: 0,
@@ -230,15 +296,45 @@ impl VirtualReader {
                 .as_ref()
                 .map_or_else(Weak::new, Arc::downgrade),
             subs: Vec::new(),
-        };
-        // Virtual selections with their sources, before the extent is known.
-        let mut pending: Vec<(Vec<Dim>, &VdsMapping, Source)> = Vec::new();
-        let mut fixed: Vec<&VdsMapping> = Vec::new();
-        for m in &block.mappings {
-            if m.virtual_select.rank().is_some_and(|r| r != dims.len()) {
+        }
+    }
+
+    /// Resolve the unlimited mappings, set the effective extent and the image's length from
+    /// them, and add one sub per mapping (or `%b` block).
+    fn add_mappings(
+        &mut self,
+        file: &File,
+        mappings: &[VdsMapping],
+        max_dims: &[u64],
+    ) -> Result<()> {
+        let (resolved, fixed) = self.resolve_unlimited(file, mappings)?;
+        if mappings
+            .iter()
+            .any(|m| m.virtual_select.unlimited_dim().is_some())
+        {
+            self.set_unlimited_extent(&fixed, &resolved, max_dims);
+        }
+        self.len = image_len(&self.dims, self.esize, self.addr)?;
+        self.add_subs(file, resolved, fixed)
+    }
+
+    /// Split the mappings into those unlimited in their virtual selection, resolved here
+    /// against their sources (a `%b` mapping into one entry per block), and fixed ones.
+    fn resolve_unlimited<'m>(
+        &self,
+        file: &File,
+        mappings: &'m [VdsMapping],
+    ) -> Result<(Vec<Resolved<'m>>, Vec<&'m VdsMapping>)> {
+        let mut resolved = Vec::new();
+        let mut fixed = Vec::new();
+        for m in mappings {
+            if m.virtual_select
+                .rank()
+                .is_some_and(|r| r != self.dims.len())
+            {
                 return Err(Error::corrupt(
                     "virtual dataset mapping",
-                    heap.0,
+                    self.heap,
                     "virtual selection rank differs from the dataset's",
                 ));
             }
@@ -248,129 +344,154 @@ impl VirtualReader {
                 fixed.push(m);
                 continue;
             };
-            let finite = |skip: usize| -> Result<Vec<Dim>> {
-                vdims
-                    .iter()
-                    .enumerate()
-                    .map(|(d, &r)| {
-                        if d == skip {
-                            Ok(sel::clip_unlimited(r, 0))
-                        } else {
-                            Dim::from_regular(r)
-                        }
-                    })
-                    .collect()
-            };
             if is_printf(m) {
-                let vu = vdims[u];
-                if vu.count != UNLIMITED || vu.block == UNLIMITED {
-                    return Err(Error::unsupported(
-                        "virtual dataset",
-                        "%b mapping with an unlimited block",
-                    ));
-                }
-                for i in 0..MAX_PRINTF_SOURCES {
-                    let (f, d) = (substitute(&m.file_name, i), substitute(&m.dataset_name, i));
-                    let src = reader.resolve_source(file, &f, &d, &m.source_select, true)?;
-                    if matches!(src, Source::Missing) {
-                        break;
-                    }
-                    let start = i
-                        .checked_mul(vu.stride.max(vu.block))
-                        .and_then(|o| o.checked_add(vu.start));
-                    let mut v = finite(u)?;
-                    v[u] = Dim {
-                        start: start.ok_or_else(|| {
-                            Error::corrupt(
-                                "virtual dataset mapping",
-                                heap.0,
-                                "block start overflows",
-                            )
-                        })?,
-                        stride: vu.block,
-                        block: vu.block,
-                        n: vu.block,
-                    };
-                    // A source that exists but cannot be used (unreadable, other type, out of
-                    // file descriptors) ends the probing too; its block reports the error.
-                    let last = matches!(src, Source::Failed { .. });
-                    pending.push((v, m, src));
-                    if last {
-                        break;
-                    }
-                }
+                self.resolve_printf(file, m, u, vdims, &mut resolved)?;
             } else {
-                let src = reader.resolve_source(
-                    file,
-                    &m.file_name,
-                    &m.dataset_name,
-                    &m.source_select,
-                    false,
-                )?;
-                let n = match &src {
-                    Source::Ready { sel, .. } => sel.total(),
-                    _ => 0,
-                };
-                let mut v = finite(u)?;
-                let other = v
-                    .iter()
-                    .enumerate()
-                    .filter(|(d, _)| *d != u)
-                    .try_fold(1u64, |a, (_, x)| a.checked_mul(x.n))
-                    .unwrap_or(0);
-                let positions = n.checked_div(other).unwrap_or(0);
-                v[u] = sel::clip_unlimited(vdims[u], positions);
-                pending.push((v, m, src));
+                resolved.push(self.resolve_clipped(file, m, u, vdims)?);
             }
         }
-        // Unlimited mappings set the extent of the unlimited dimensions (libhdf5's "last
-        // available" view): the furthest coordinate any mapping reaches.
-        let any_unlimited = block
-            .mappings
-            .iter()
-            .any(|m| m.virtual_select.unlimited_dim().is_some());
-        if any_unlimited {
-            let mut reach: Vec<u64> = vec![0; dims.len()];
-            let fixed_reach = fixed
-                .iter()
-                .map(|m| sel::selection_reach(&m.virtual_select, dims.len()));
-            let unlimited_reach = pending
-                .iter()
-                .map(|p| p.0.iter().map(|x| sel::reach(x).unwrap_or(0)).collect());
-            for r in fixed_reach.chain(unlimited_reach) {
-                for (d, top) in r.into_iter().enumerate() {
-                    reach[d] = reach[d].max(top);
-                }
+        Ok((resolved, fixed))
+    }
+
+    /// The blocks of a `%b` mapping unlimited in dimension `u`: block *i* of the virtual
+    /// selection maps to the source named with *i*, for every *i* until the first source that
+    /// is missing (not included) or unusable (included: its block reports the error).
+    fn resolve_printf<'m>(
+        &self,
+        file: &File,
+        m: &'m VdsMapping,
+        u: usize,
+        vdims: &[RegularDim],
+        out: &mut Vec<Resolved<'m>>,
+    ) -> Result<()> {
+        let vu = vdims[u];
+        if vu.count != UNLIMITED || vu.block == UNLIMITED {
+            return Err(Error::unsupported(
+                "virtual dataset",
+                "%b mapping with an unlimited block",
+            ));
+        }
+        for i in 0..MAX_PRINTF_SOURCES {
+            let (f, d) = (substitute(&m.file_name, i), substitute(&m.dataset_name, i));
+            let source = self.resolve_source(file, &f, &d, &m.source_select, true)?;
+            if matches!(source, Source::Missing) {
+                break;
             }
-            for (d, r) in reach.into_iter().enumerate() {
-                if max_dims.get(d) == Some(&UNLIMITED) {
-                    reader.dims[d] = r;
-                }
+            let start = i
+                .checked_mul(vu.stride.max(vu.block))
+                .and_then(|o| o.checked_add(vu.start));
+            let mut v = finite_except(vdims, u, self.heap)?;
+            v[u] = Dim {
+                start: start.ok_or_else(|| {
+                    Error::corrupt(
+                        "virtual dataset mapping",
+                        self.heap,
+                        "block start overflows",
+                    )
+                })?,
+                stride: vu.block,
+                block: vu.block,
+                n: vu.block,
+            };
+            // A source that exists but cannot be used (unreadable, other type, out of file
+            // descriptors) ends the probing too; its block reports the error.
+            let last = matches!(source, Source::Failed { .. });
+            out.push(Resolved {
+                vdims: v,
+                mapping: m,
+                source,
+            });
+            if last {
+                break;
             }
         }
-        reader.len = reader
-            .dims
+        Ok(())
+    }
+
+    /// A (not `%b`) mapping unlimited in dimension `u` of its virtual selection: that
+    /// dimension keeps as many positions as the source's selection, clipped to the source,
+    /// fills (none when the source is missing or unusable).
+    fn resolve_clipped<'m>(
+        &self,
+        file: &File,
+        m: &'m VdsMapping,
+        u: usize,
+        vdims: &[RegularDim],
+    ) -> Result<Resolved<'m>> {
+        let source =
+            self.resolve_source(file, &m.file_name, &m.dataset_name, &m.source_select, false)?;
+        let n = match &source {
+            Source::Ready { sel, .. } => sel.total(),
+            _ => 0,
+        };
+        let mut v = finite_except(vdims, u, self.heap)?;
+        let other = v
             .iter()
-            .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .and_then(|n| n.checked_mul(esize))
-            .ok_or_else(|| Error::corrupt("virtual dataset", addr, "extent overflows"))?;
-        for (v, m, src) in pending {
-            let vsel = Sel::from_parts(vec![Part { dims: v }], &reader.dims)?;
-            let sub = Sub::new(vsel, m);
-            let _ = sub.source.set(src);
-            reader.subs.push(sub);
+            .enumerate()
+            .filter(|(d, _)| *d != u)
+            .try_fold(1u64, |a, (_, x)| a.checked_mul(x.n))
+            .unwrap_or(0);
+        let positions = n.checked_div(other).unwrap_or(0);
+        v[u] = sel::clip_unlimited(vdims[u], positions);
+        Ok(Resolved {
+            vdims: v,
+            mapping: m,
+            source,
+        })
+    }
+
+    /// Set the extent of the dimensions `max_dims` marks unlimited to the furthest coordinate
+    /// any mapping, fixed or resolved, reaches (libhdf5's "last available" view).
+    fn set_unlimited_extent(
+        &mut self,
+        fixed: &[&VdsMapping],
+        resolved: &[Resolved<'_>],
+        max_dims: &[u64],
+    ) {
+        let rank = self.dims.len();
+        let mut reach: Vec<u64> = vec![0; rank];
+        let fixed_reach = fixed
+            .iter()
+            .map(|m| sel::selection_reach(&m.virtual_select, rank));
+        let unlimited_reach = resolved
+            .iter()
+            .map(|r| r.vdims.iter().map(|x| sel::reach(x).unwrap_or(0)).collect());
+        for r in fixed_reach.chain(unlimited_reach) {
+            for (d, top) in r.into_iter().enumerate() {
+                reach[d] = reach[d].max(top);
+            }
+        }
+        for (d, r) in reach.into_iter().enumerate() {
+            if max_dims.get(d) == Some(&UNLIMITED) {
+                self.dims[d] = r;
+            }
+        }
+    }
+
+    /// One sub per resolved mapping, then per fixed one, against the effective extent. A
+    /// fixed mapping's same-file source is resolved now, through the same `File`; other files
+    /// are left to the first read.
+    fn add_subs(
+        &mut self,
+        file: &File,
+        resolved: Vec<Resolved<'_>>,
+        fixed: Vec<&VdsMapping>,
+    ) -> Result<()> {
+        for r in resolved {
+            let vsel = Sel::from_parts(vec![Part { dims: r.vdims }], &self.dims, self.heap)?;
+            let sub = Sub::new(vsel, r.mapping);
+            let _ = sub.source.set(r.source);
+            self.subs.push(sub);
         }
         for m in fixed {
-            let sub = Sub::new(Sel::build(&m.virtual_select, &reader.dims)?, m);
+            let sub = Sub::new(Sel::build(&m.virtual_select, &self.dims, self.heap)?, m);
             if m.file_name == "." {
-                // Same file: resolved now, through the same `File`.
-                let s =
-                    reader.resolve_source(file, ".", &m.dataset_name, &m.source_select, false)?;
+                let s = self.resolve_source(file, ".", &m.dataset_name, &m.source_select, false)?;
                 let _ = sub.source.set(s);
             }
-            reader.subs.push(sub);
+            self.subs.push(sub);
         }
-        Ok(reader)
+        Ok(())
     }
 
     /// Effective extent (stored extent, or computed from the sources for unlimited mappings).
@@ -480,22 +601,7 @@ impl VirtualReader {
                 }
             }
         };
-        let sdims = dset.info.shape.clone();
-        let built = match (select, select.unlimited_dim()) {
-            (Selection::Regular(r), Some(u)) if u < sdims.len() && r.len() == sdims.len() => r
-                .iter()
-                .enumerate()
-                .map(|(d, &x)| {
-                    if d == u {
-                        Ok(sel::clip_unlimited(x, sel::positions_below(&x, sdims[u])))
-                    } else {
-                        Dim::from_regular(x)
-                    }
-                })
-                .collect::<Result<Vec<_>>>()
-                .and_then(|dims| Sel::from_parts(vec![Part { dims }], &sdims)),
-            _ => Sel::build(select, &sdims),
-        };
+        let built = source_sel(select, &dset.info.shape, self.heap);
         Ok(match built {
             Ok(sel) => Source::Ready {
                 file: src_file,
@@ -618,6 +724,26 @@ impl VirtualReader {
     }
 }
 
+/// A source selection resolved against the source's extent `sdims`, a selection unlimited in
+/// one dimension clipped to it; `addr` is where the selection was read from.
+fn source_sel(select: &Selection, sdims: &[u64], addr: u64) -> Result<Sel> {
+    match (select, select.unlimited_dim()) {
+        (Selection::Regular(r), Some(u)) if u < sdims.len() && r.len() == sdims.len() => r
+            .iter()
+            .enumerate()
+            .map(|(d, &x)| {
+                if d == u {
+                    Ok(sel::clip_unlimited(x, sel::positions_below(&x, sdims[u])))
+                } else {
+                    Dim::from_regular(x, addr)
+                }
+            })
+            .collect::<Result<Vec<_>>>()
+            .and_then(|dims| Sel::from_parts(vec![Part { dims }], sdims, addr)),
+        _ => Sel::build(select, sdims, addr),
+    }
+}
+
 /// Source ordinals `[o, o + count)` into `dst` (their size in the virtual dataset's type,
 /// `es` bytes each), converted by `conv` when the source has another type; elements outside
 /// the source's extent or beyond its selection are left as they are (the fill value).
@@ -719,6 +845,51 @@ mod tests {
         dtype.size = 1 << 30;
         let e = open(&dtype).unwrap_err().to_string();
         assert!(e.contains("elements of 1073741824 bytes exceed"), "{e}");
+    }
+
+    /// Corrupt selections of the mapping table name the global heap collection they were read
+    /// from: a virtual one (fixed, or unlimited) when the dataset is opened, a source one when
+    /// its region is read.
+    #[test]
+    fn corrupt_selections_name_the_heap() {
+        use crate::model::OpenOptions;
+        const HEAP: u64 = 0x1234;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("mount-tests/fixtures/vds/vds_latest.h5");
+        let f = File::open(&path, &OpenOptions::default()).unwrap();
+        let base = f.dataset(f.resolve("/base").unwrap()).unwrap();
+        let reg = |start, stride, count, block| RegularDim {
+            start,
+            stride,
+            count,
+            block,
+        };
+        let mapping = |source_select, virtual_select| VdsMapping {
+            file_name: ".".into(),
+            dataset_name: "/base".into(),
+            source_select,
+            virtual_select,
+        };
+        let open = |m: VdsMapping| {
+            let dims = [4, 10];
+            let mut r = VirtualReader::unmapped(&f, base.id.0, HEAP, &dims, &base.info.dtype, None);
+            r.add_mappings(&f, &[m], &dims).map(|()| r)
+        };
+        let overlap = reg(0, 1, 2, 2);
+        let whole = Selection::Regular(vec![reg(0, 1, 1, 4), reg(0, 1, 1, 10)]);
+        let fixed = Selection::Regular(vec![reg(0, 1, 1, 4), overlap]);
+        let unlimited = Selection::Regular(vec![reg(0, 1, UNLIMITED, 1), overlap]);
+        assert!(open(mapping(whole.clone(), whole.clone())).is_ok());
+        for bad in [fixed.clone(), unlimited] {
+            let e = open(mapping(whole.clone(), bad)).unwrap_err().to_string();
+            assert!(e.contains("at 0x1234: blocks overlap"), "{e}");
+        }
+        let r = open(mapping(fixed, whole)).unwrap();
+        let e = r.read_at(0, &mut [0u8; 4]).unwrap_err().to_string();
+        assert!(
+            e.contains("source /base in .: corrupt hyperslab selection at 0x1234"),
+            "{e}"
+        );
     }
 
     #[test]

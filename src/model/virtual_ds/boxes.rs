@@ -15,13 +15,33 @@ use crate::error::{Error, Result};
 /// Parts produced from one block list at most (a hostile list cannot make us allocate more).
 const MAX_PARTS: usize = 1 << 20;
 
-fn limit() -> Error {
-    Error::limit("hyperslab selection", 0, "too many blocks to decompose")
+/// The parts one decomposition may still produce, and where its block list was read from.
+struct Budget {
+    left: usize,
+    /// The global heap collection holding the selection, named by the error.
+    addr: u64,
+}
+
+impl Budget {
+    /// Count one more part (or band entry) against the budget.
+    fn spend(&mut self) -> Result<()> {
+        self.left = self
+            .left
+            .checked_sub(1)
+            .ok_or_else(|| too_many(self.addr))?;
+        Ok(())
+    }
+}
+
+/// The error of a block list, read at `addr`, too big (or too far out) to decompose.
+fn too_many(addr: u64) -> Error {
+    Error::limit("hyperslab selection", addr, "too many blocks to decompose")
 }
 
 /// Parts, in C order, of the union of the blocks in `corners` (per block `rank` starts then
-/// `rank` inclusive ends).
-pub fn blocks_to_parts(rank: usize, corners: &[u64]) -> Result<Vec<Part>> {
+/// `rank` inclusive ends). `addr` is where the selection was read from (the global heap
+/// collection holding the mapping table), named by the error when the list is too big.
+pub fn blocks_to_parts(rank: usize, corners: &[u64], addr: u64) -> Result<Vec<Part>> {
     if rank == 0 {
         return Ok(Vec::new());
     }
@@ -31,7 +51,10 @@ pub fn blocks_to_parts(rank: usize, corners: &[u64]) -> Result<Vec<Part>> {
         .flat_map(|b| (0..rank).map(move |d| (b[d], (b[rank + d] - b[d]).saturating_add(1))))
         .collect();
     let refs: Vec<&[(u64, u64)]> = flat.chunks_exact(rank).collect();
-    let mut budget = MAX_PARTS;
+    let mut budget = Budget {
+        left: MAX_PARTS,
+        addr,
+    };
     Ok(decompose(&refs, &mut budget)?
         .into_iter()
         .map(|dims| Part { dims })
@@ -39,7 +62,7 @@ pub fn blocks_to_parts(rank: usize, corners: &[u64]) -> Result<Vec<Part>> {
 }
 
 /// Parts (as dimension lists from this level down) of the union of `blocks`.
-fn decompose(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Vec<Dim>>> {
+fn decompose(blocks: &[&[(u64, u64)]], budget: &mut Budget) -> Result<Vec<Vec<Dim>>> {
     if blocks.iter().all(|b| b.len() == 1) {
         return Ok(intervals(blocks, budget)?
             .into_iter()
@@ -50,7 +73,7 @@ fn decompose(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Vec<Dim
     for b in blocks {
         let (s, n) = b[0];
         bounds.push(s);
-        bounds.push(s.checked_add(n).ok_or_else(limit)?);
+        bounds.push(s.checked_add(n).ok_or_else(|| too_many(budget.addr))?);
     }
     bounds.sort_unstable();
     bounds.dedup();
@@ -61,7 +84,7 @@ fn decompose(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Vec<Dim
         let first = bounds.partition_point(|&x| x < s);
         let last = bounds.partition_point(|&x| x < s + n);
         for band in &mut bands[first..last] {
-            *budget = budget.checked_sub(1).ok_or_else(limit)?;
+            budget.spend()?;
             band.push(&b[1..]);
         }
     }
@@ -106,7 +129,8 @@ fn decompose(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Vec<Dim
 
 /// The innermost dimension: sorted intervals, overlapping or touching ones joined, then
 /// equal blocks at equal steps folded into strided dimensions.
-fn intervals(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Dim>> {
+fn intervals(blocks: &[&[(u64, u64)]], budget: &mut Budget) -> Result<Vec<Dim>> {
+    let addr = budget.addr;
     let mut iv: Vec<(u64, u64)> = blocks.iter().map(|b| b[0]).collect();
     iv.sort_unstable();
     let mut out: Vec<Dim> = Vec::new();
@@ -124,12 +148,12 @@ fn intervals(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Dim>> {
                 return Ok(());
             }
         }
-        *budget = budget.checked_sub(1).ok_or_else(limit)?;
+        budget.spend()?;
         out.push(d);
         Ok(())
     };
     for (s, n) in iv {
-        let e = s.checked_add(n).ok_or_else(limit)?;
+        let e = s.checked_add(n).ok_or_else(|| too_many(addr))?;
         cur = match cur {
             Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
             Some((cs, ce)) => {
@@ -147,7 +171,7 @@ fn intervals(blocks: &[&[(u64, u64)]], budget: &mut usize) -> Result<Vec<Dim>> {
 
 /// Append `p`, merging it into the previous part when both are one pattern along the first
 /// dimension with everything below equal.
-fn push_merged(out: &mut Vec<Vec<Dim>>, p: Vec<Dim>, budget: &mut usize) -> Result<()> {
+fn push_merged(out: &mut Vec<Vec<Dim>>, p: Vec<Dim>, budget: &mut Budget) -> Result<()> {
     if let Some(prev) = out.last_mut() {
         if prev[1..] == p[1..] {
             if let Some(m) = merge(prev[0], p[0]) {
@@ -156,7 +180,7 @@ fn push_merged(out: &mut Vec<Vec<Dim>>, p: Vec<Dim>, budget: &mut usize) -> Resu
             }
         }
     }
-    *budget = budget.checked_sub(1).ok_or_else(limit)?;
+    budget.spend()?;
     out.push(p);
     Ok(())
 }
@@ -199,6 +223,9 @@ fn merge(x: Dim, y: Dim) -> Option<Dim> {
 mod tests {
     use super::*;
 
+    /// The address a caller says the block lists were read from.
+    const HEAP: u64 = 0x1234;
+
     fn d(start: u64, stride: u64, block: u64, n: u64) -> Dim {
         Dim {
             start,
@@ -217,7 +244,7 @@ mod tests {
                 corners.extend_from_slice(&[r, c, r, c]);
             }
         }
-        let parts = blocks_to_parts(2, &corners).unwrap();
+        let parts = blocks_to_parts(2, &corners, HEAP).unwrap();
         assert_eq!(
             parts,
             vec![Part {
@@ -229,7 +256,7 @@ mod tests {
     #[test]
     fn overlapping_rows_keep_c_order() {
         // Two boxes side by side over rows 0..2 but offset: (0..2, 0..1) and (1..3, 3..4).
-        let parts = blocks_to_parts(2, &[0, 0, 1, 1, 1, 3, 2, 4]).unwrap();
+        let parts = blocks_to_parts(2, &[0, 0, 1, 1, 1, 3, 2, 4], HEAP).unwrap();
         let cells: Vec<(u64, u64)> = parts
             .iter()
             .flat_map(|p| {
@@ -255,15 +282,25 @@ mod tests {
     #[test]
     fn adjacent_blocks_join_and_budget_holds() {
         assert_eq!(
-            blocks_to_parts(1, &[0, 1, 2, 5]).unwrap(),
+            blocks_to_parts(1, &[0, 1, 2, 5], HEAP).unwrap(),
             vec![Part {
                 dims: vec![d(0, 6, 6, 6)]
             }]
         );
         // Two tall thin boxes interleave on every row: rows × parts beyond the budget fail.
         let tall = [0, 0, 1 << 21, 0, 0, 2, 1 << 21, 2];
-        assert!(matches!(blocks_to_parts(2, &tall), Ok(p) if p.len() == 1));
+        assert!(matches!(blocks_to_parts(2, &tall, HEAP), Ok(p) if p.len() == 1));
         let tall = [0, 0, 1 << 21, 0, 0, 3, 1 << 21, 4];
-        assert!(blocks_to_parts(2, &tall).is_err());
+        let e = blocks_to_parts(2, &tall, HEAP).unwrap_err().to_string();
+        assert!(e.contains("too many blocks"), "{e}");
+        assert!(e.contains("at 0x1234:"), "{e}");
+        // A block reaching past the last coordinate is refused, naming the address too.
+        for rank in [1, 2] {
+            let mut far = vec![0u64; 2 * rank];
+            far[0] = u64::MAX - 1;
+            far[rank] = u64::MAX;
+            let e = blocks_to_parts(rank, &far, HEAP).unwrap_err().to_string();
+            assert!(e.contains("at 0x1234:"), "{e}");
+        }
     }
 }

@@ -24,23 +24,29 @@ pub struct Dim {
 
 impl Dim {
     /// A finite regular dimension (unlimited ones must first go through [`clip_unlimited`]).
-    pub fn from_regular(r: RegularDim) -> Result<Dim> {
-        if r.count == UNLIMITED || r.block == UNLIMITED {
+    /// `addr` is where the selection was read from (the global heap collection holding the
+    /// mapping table), named by the error when the dimension is corrupt.
+    pub fn from_regular(r: RegularDim, addr: u64) -> Result<Dim> {
+        if is_unlimited(&r) {
             return Err(Error::unsupported(
                 "virtual dataset selection",
                 "unresolved unlimited dimension",
             ));
         }
+        Dim::finite(r).map_err(|why| Error::corrupt("hyperslab selection", addr, why))
+    }
+
+    /// A finite regular dimension, or what is wrong with it.
+    fn finite(r: RegularDim) -> std::result::Result<Dim, &'static str> {
+        if is_unlimited(&r) {
+            return Err("unresolved unlimited dimension");
+        }
         let n = r
             .count
             .checked_mul(r.block)
-            .ok_or_else(|| Error::corrupt("hyperslab selection", 0, "count × block overflows"))?;
+            .ok_or("count × block overflows")?;
         if r.count > 1 && r.stride < r.block {
-            return Err(Error::corrupt(
-                "hyperslab selection",
-                0,
-                "blocks overlap (stride < block)",
-            ));
+            return Err("blocks overlap (stride < block)");
         }
         Ok(Dim {
             start: r.start,
@@ -87,6 +93,11 @@ impl Dim {
     fn positions_below(&self, d: u64) -> u64 {
         self.first_at_or_after(d)
     }
+}
+
+/// Whether a regular dimension has an unlimited count or block.
+fn is_unlimited(r: &RegularDim) -> bool {
+    r.count == UNLIMITED || r.block == UNLIMITED
 }
 
 /// A regular dimension with an unlimited count or block cut to `positions` positions.
@@ -162,7 +173,7 @@ pub fn selection_reach(s: &Selection, rank: usize) -> Vec<u64> {
         Selection::None | Selection::All => {}
         Selection::Regular(r) => {
             for (d, x) in r.iter().enumerate() {
-                if let Some(top) = Dim::from_regular(*x).ok().as_ref().and_then(reach) {
+                if let Some(top) = Dim::finite(*x).ok().as_ref().and_then(reach) {
                     see(d, top);
                 }
             }
@@ -217,12 +228,16 @@ fn point_dim(c: u64) -> Dim {
 }
 
 impl Sel {
-    /// Resolve `s` against `space`.
-    pub fn build(s: &Selection, space: &[u64]) -> Result<Sel> {
+    /// Resolve `s` against `space`. `addr` is where the selection was read from (the global
+    /// heap collection holding the mapping table), named by the errors of a corrupt one.
+    pub fn build(s: &Selection, space: &[u64], addr: u64) -> Result<Sel> {
         let rank = space.len();
-        let bad = |d: &str| Error::corrupt("virtual dataset selection", 0, d.to_string());
         if s.rank().is_some_and(|r| r != rank) {
-            return Err(bad("selection rank differs from the dataspace's"));
+            return Err(Error::corrupt(
+                "virtual dataset selection",
+                addr,
+                "selection rank differs from the dataspace's",
+            ));
         }
         let parts = match s {
             Selection::None => Vec::new(),
@@ -240,7 +255,7 @@ impl Sel {
             Selection::Regular(r) => vec![Part {
                 dims: r
                     .iter()
-                    .map(|&r| Dim::from_regular(r))
+                    .map(|&r| Dim::from_regular(r, addr))
                     .collect::<Result<_>>()?,
             }],
             Selection::Points { coords, .. } => coords
@@ -249,13 +264,15 @@ impl Sel {
                     dims: p.iter().map(|&c| point_dim(c)).collect(),
                 })
                 .collect(),
-            Selection::Blocks { corners, .. } => super::boxes::blocks_to_parts(rank, corners)?,
+            Selection::Blocks { corners, .. } => {
+                super::boxes::blocks_to_parts(rank, corners, addr)?
+            }
         };
-        Sel::from_parts(parts, space)
+        Sel::from_parts(parts, space, addr)
     }
 
-    /// A selection of the given parts against `space`.
-    pub fn from_parts(parts: Vec<Part>, space: &[u64]) -> Result<Sel> {
+    /// A selection of the given parts against `space`; `addr` as for [`Sel::build`].
+    pub fn from_parts(parts: Vec<Part>, space: &[u64], addr: u64) -> Result<Sel> {
         if space.is_empty() {
             return Err(Error::unsupported(
                 "virtual dataset selection",
@@ -265,7 +282,7 @@ impl Sel {
         let mut lin = vec![1u64; space.len()];
         for d in (0..space.len() - 1).rev() {
             lin[d] = lin[d + 1].checked_mul(space[d + 1]).ok_or_else(|| {
-                Error::corrupt("virtual dataset selection", 0, "extent overflows")
+                Error::corrupt("virtual dataset selection", addr, "extent overflows")
             })?;
         }
         let mut cum = Vec::with_capacity(parts.len());
@@ -275,7 +292,7 @@ impl Sel {
             if p.dims.len() != space.len() {
                 return Err(Error::corrupt(
                     "virtual dataset selection",
-                    0,
+                    addr,
                     "part rank differs",
                 ));
             }
@@ -286,7 +303,7 @@ impl Sel {
                 .try_fold(1u64, |a, d| a.checked_mul(d.n))
                 .and_then(|n| total.checked_add(n))
                 .ok_or_else(|| {
-                    Error::corrupt("virtual dataset selection", 0, "element count overflows")
+                    Error::corrupt("virtual dataset selection", addr, "element count overflows")
                 })?;
             total = n;
             lim.push(
@@ -456,6 +473,9 @@ impl Sel {
 mod tests {
     use super::*;
 
+    /// The address a caller says the selections were read from.
+    const HEAP: u64 = 0x1234;
+
     fn reg(start: u64, stride: u64, count: u64, block: u64) -> RegularDim {
         RegularDim {
             start,
@@ -518,7 +538,7 @@ mod tests {
             ),
         ];
         for (s, space) in cases {
-            let sel = Sel::build(&s, &space).unwrap();
+            let sel = Sel::build(&s, &space, HEAP).unwrap();
             let total: u64 = space.iter().product();
             let mut all = brute(&sel);
             // Points keep their listed order; compare as sets ordered by linear index.
@@ -541,7 +561,7 @@ mod tests {
 
     #[test]
     fn all_is_one_run_and_ordinals_follow_c_order() {
-        let s = Sel::build(&Selection::All, &[3, 4]).unwrap();
+        let s = Sel::build(&Selection::All, &[3, 4], HEAP).unwrap();
         let mut runs = Vec::new();
         s.runs_in(0, 12, &mut |l, o, n| runs.push((l, o, n)));
         assert_eq!(runs, vec![(0, 0, 12)]);
@@ -549,6 +569,7 @@ mod tests {
         let s = Sel::build(
             &Selection::Regular(vec![reg(1, 1, 1, 2), reg(1, 1, 1, 2)]),
             &[3, 4],
+            HEAP,
         )
         .unwrap();
         assert_eq!(s.run_at(3), (true, 10, 1));
@@ -581,11 +602,67 @@ mod tests {
         // Partial last block: blocks of 3 every 4, 5 positions → 0,1,2,4,5.
         let d = clip_unlimited(reg(0, 4, UNLIMITED, 3), 5);
         assert_eq!(reach(&d), Some(6));
-        assert!(Dim::from_regular(reg(0, 1, UNLIMITED, 1)).is_err());
+        assert!(Dim::from_regular(reg(0, 1, UNLIMITED, 1), HEAP).is_err());
         // A zero block with a zero stride selects nothing instead of dividing by zero.
         let z = reg(0, 0, UNLIMITED, 0);
         assert_eq!(positions_below(&z, 10), 0);
         assert_eq!(clip_unlimited(z, 5).n, 0);
-        assert!(Dim::from_regular(reg(0, 1, 3, 2)).is_err());
+        assert!(Dim::from_regular(reg(0, 1, 3, 2), HEAP).is_err());
+    }
+
+    /// Each corrupt selection names the address its caller read it from, not a placeholder.
+    #[test]
+    fn corrupt_selections_name_their_address() {
+        let two = vec![3u64, 4];
+        let named = |r: Result<Sel>| {
+            let e = r.unwrap_err();
+            assert_eq!(e.errno_class(), crate::error::ErrorClass::Io, "{e}");
+            let text = e.to_string();
+            assert!(text.contains("at 0x1234:"), "{text}");
+            text
+        };
+        // A rank other than the dataspace's.
+        let t = named(Sel::build(
+            &Selection::Regular(vec![reg(0, 1, 1, 1)]),
+            &two,
+            HEAP,
+        ));
+        assert!(t.contains("rank differs from the dataspace"), "{t}");
+        // count × block overflows.
+        let huge = Selection::Regular(vec![reg(0, 1, 1, 1), reg(0, 1 << 40, 1 << 40, 1 << 40)]);
+        let t = named(Sel::build(&huge, &two, HEAP));
+        assert!(t.contains("count × block overflows"), "{t}");
+        // Overlapping blocks.
+        let overlap = Selection::Regular(vec![reg(0, 1, 2, 2), reg(0, 1, 1, 1)]);
+        let t = named(Sel::build(&overlap, &two, HEAP));
+        assert!(t.contains("blocks overlap"), "{t}");
+        // An extent whose element count overflows.
+        let t = named(Sel::build(
+            &Selection::All,
+            &[1 << 40, 1 << 40, 1 << 40],
+            HEAP,
+        ));
+        assert!(t.contains("extent overflows"), "{t}");
+        // A part of another rank than the extent.
+        let t = named(Sel::from_parts(
+            vec![Part {
+                dims: vec![point_dim(0)],
+            }],
+            &two,
+            HEAP,
+        ));
+        assert!(t.contains("part rank differs"), "{t}");
+        // Parts whose element counts overflow together.
+        let big = Dim {
+            start: 0,
+            stride: 1 << 32,
+            block: 1 << 32,
+            n: 1 << 32,
+        };
+        let parts = vec![Part {
+            dims: vec![big, big],
+        }];
+        let t = named(Sel::from_parts(parts, &two, HEAP));
+        assert!(t.contains("element count overflows"), "{t}");
     }
 }
