@@ -685,7 +685,14 @@ fn raise_readahead(mountpoint: &Path, kb: u64) -> u64 {
             kb
         }
         Err(e) => {
-            log::debug!("cannot raise readahead ({knob}: {e})");
+            let now = std::fs::read_to_string(&knob)
+                .map(|v| format!("{} KiB", v.trim()))
+                .unwrap_or_else(|_| "the kernel's default".into());
+            log::info!(
+                "readahead stays at {now} for this mount: raising it to {kb} KiB needs root \
+                 ({e}); sequential reads come in requests of that size. An administrator can \
+                 raise it after mounting: echo {kb} > {knob}"
+            );
             0
         }
     }

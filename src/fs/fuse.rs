@@ -64,6 +64,9 @@ pub struct MountOptions {
 pub struct Mounted {
     session: fuser::Session<FuseFs>,
     core: Arc<H5Fs>,
+    /// Where it is mounted, when `fusermount3` mounted it (see [`super::fusermount`]): it is
+    /// unmounted the same way.
+    by_helper: Option<std::path::PathBuf>,
 }
 
 /// Sends cache invalidations to the kernel for a mounted session (from any thread, never
@@ -97,19 +100,33 @@ impl Notifier {
 }
 
 /// Unmounts a running session from another thread.
-pub struct Unmounter(fuser::SessionUnmounter);
+pub enum Unmounter {
+    Fuser(fuser::SessionUnmounter),
+    Helper(std::path::PathBuf),
+}
 
 impl Unmounter {
     /// Unmount (the running session then ends).
     pub fn unmount(&mut self) -> io::Result<()> {
-        self.0.unmount()
+        match self {
+            Unmounter::Fuser(u) => u.unmount(),
+            Unmounter::Helper(path) => super::fusermount::unmount(path, false),
+        }
     }
 }
 
 impl Mounted {
     /// A handle that unmounts this session.
     pub fn unmounter(&mut self) -> Unmounter {
-        Unmounter(self.session.unmount_callable())
+        match &self.by_helper {
+            Some(path) => Unmounter::Helper(path.clone()),
+            None => Unmounter::Fuser(self.session.unmount_callable()),
+        }
+    }
+
+    /// True when `fusermount3` mounted it, because this user cannot open `/dev/fuse`.
+    pub fn by_helper(&self) -> bool {
+        self.by_helper.is_some()
     }
 
     /// The filesystem being served.
@@ -164,8 +181,56 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
         #[cfg(feature = "bench-ceiling")]
         ceiling: super::ceiling::Ceiling::from_env(),
     };
+    if super::fusermount::device_denied() {
+        // The helper's options: what fuser would pass it, plus the access rule.
+        let mut helper_opts = vec![
+            "ro".to_string(),
+            "nodev".into(),
+            "nosuid".into(),
+            format!("fsname={}", opts.fsname),
+            format!("subtype={}", opts.subtype),
+        ];
+        if opts.default_permissions {
+            helper_opts.push("default_permissions".into());
+        }
+        if opts.allow_other {
+            helper_opts.push("allow_other".into());
+        } else if opts.allow_root {
+            helper_opts.push("allow_root".into());
+        }
+        let fd = super::fusermount::mount(mountpoint, &helper_opts.join(",")).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "/dev/fuse cannot be opened by this user, and {} could not mount either: \
+                     {e}. FUSE needs /dev/fuse readable and writable by the users who mount \
+                     (mode 0666, as most systems ship it): ask an administrator, or mount as \
+                     root",
+                    super::fusermount::HELPER
+                ),
+            )
+        })?;
+        log::info!(
+            "/dev/fuse cannot be opened by this user: mounted through {}",
+            super::fusermount::HELPER
+        );
+        // A cloned descriptor would be a new open of /dev/fuse, refused the same way: the
+        // worker threads share the one the helper sent.
+        config.clone_fd = false;
+        let acl = config.acl;
+        let session = fuser::Session::from_fd(adapter, fd, acl, config)?;
+        return Ok(Mounted {
+            session,
+            core,
+            by_helper: Some(mountpoint.to_path_buf()),
+        });
+    }
     let session = fuser::Session::new(adapter, mountpoint, &config)?;
-    Ok(Mounted { session, core })
+    Ok(Mounted {
+        session,
+        core,
+        by_helper: None,
+    })
 }
 
 /// The fuser [`Filesystem`] over [`H5Fs`].

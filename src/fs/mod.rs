@@ -21,6 +21,7 @@ pub mod dir;
 pub mod error;
 mod external;
 pub mod fuse;
+mod fusermount;
 pub mod hostdir;
 pub mod inode;
 pub mod prefetch;
