@@ -15,6 +15,8 @@ use crate::config::{self, Config};
 pub enum Command {
     Mount(Box<Config>),
     Inspect { file: PathBuf, path: Option<String> },
+    /// Write the man page and shell completions into a directory (packaging).
+    GenerateDocs(PathBuf),
 }
 
 #[derive(Parser, Debug)]
@@ -49,7 +51,7 @@ struct Cli {
     /// storage and directory symlinks that lead outside the mounted file's directory or the
     /// mounted directory),
     /// npy, envi, byte_order=native|little|big (see Views), refresh=SECONDS;
-    /// fstab options (noauto, nofail, _netdev, user, x-*, ...) are ignored; rw is refused.
+    /// fstab options (noauto, nofail, _netdev, user, x-*, ...) and rw are accepted and ignored.
     #[arg(
         short = 'o',
         value_name = "OPT[,OPT...]",
@@ -154,6 +156,16 @@ enum Sub {
         /// Object to start at [default: /].
         path: Option<String>,
     },
+    /// Write the man page (h5mount.1) and the bash, zsh and fish completions into DIR
+    /// (packaging/build-deb runs it).
+    #[command(hide = true)]
+    GenerateDocs { dir: PathBuf },
+}
+
+/// The command line definition, for the man page and completions.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
 }
 
 /// Parse the process arguments. Usage errors print clap's message and exit 2; invalid `-o`
@@ -170,8 +182,10 @@ pub fn parse() -> Command {
 }
 
 fn into_command(cli: Cli) -> Result<Command, String> {
-    if let Some(Sub::Inspect { file, path }) = cli.command {
-        return Ok(Command::Inspect { file, path });
+    match cli.command {
+        Some(Sub::Inspect { file, path }) => return Ok(Command::Inspect { file, path }),
+        Some(Sub::GenerateDocs { dir }) => return Ok(Command::GenerateDocs(dir)),
+        None => {}
     }
     let (Some(file), Some(mountpoint)) = (cli.file, cli.mountpoint) else {
         return Err("SOURCE and MOUNTPOINT are required".into());

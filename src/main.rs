@@ -5,6 +5,7 @@
 mod cli;
 mod config;
 mod daemon;
+mod docs;
 
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
@@ -28,6 +29,13 @@ fn inspect(file: &Path, start: Option<&str>, out: &mut dyn Write) -> h5mount::Re
 
 fn main() {
     let code = match cli::parse() {
+        Command::GenerateDocs(dir) => match docs::generate(cli::command(), &dir) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("h5mount: generate-docs {}: {e}", dir.display());
+                1
+            }
+        },
         Command::Inspect { file, path } => {
             init_logging(0, None);
             let mut out = std::io::stdout().lock();
