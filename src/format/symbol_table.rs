@@ -192,22 +192,37 @@ mod real_file {
             .into_iter()
             .map(|a| LocalHeap::read(&s, a, Sizes::DEFAULT).unwrap())
             .collect();
+        // The same heaps read string by string (not loaded), and loaded for a few strings.
+        let lazy: Vec<LocalHeap> = at(b"HEAP")
+            .into_iter()
+            .map(|a| LocalHeap::open(&s, a, Sizes::DEFAULT).unwrap())
+            .collect();
+        let bounded: Vec<LocalHeap> = at(b"HEAP")
+            .into_iter()
+            .map(|a| LocalHeap::read_for(&s, a, Sizes::DEFAULT, 21).unwrap())
+            .collect();
+        assert!(bounded.iter().all(LocalHeap::is_loaded));
         let mut got = BTreeSet::new();
         let mut soft = vec![];
         for a in at(b"SNOD") {
             let node = SymbolTableNode::read(&s, a, Sizes::DEFAULT).unwrap();
             for e in node.entries {
                 // The group's heap is the one that resolves its names.
-                for h in &heaps {
+                for (i, h) in heaps.iter().enumerate() {
                     let Ok(name) = h.string_at(e.name_offset) else {
                         continue;
                     };
+                    assert_eq!(&*lazy[i].string(&s, e.name_offset).unwrap(), name);
+                    assert_eq!(&*bounded[i].string(&s, e.name_offset).unwrap(), name);
                     if !want.contains(name) {
                         continue;
                     }
                     got.insert(name.to_vec());
                     if let Scratch::SoftLink { value_offset } = e.scratch {
-                        soft.push(h.string_at(value_offset as u64).unwrap().to_vec());
+                        let value = h.string_at(value_offset as u64).unwrap().to_vec();
+                        let off = value_offset as u64;
+                        assert_eq!(&*lazy[i].string(&s, off).unwrap(), value);
+                        soft.push(value);
                     }
                 }
             }
@@ -217,6 +232,11 @@ mod real_file {
         let mut objects = BTreeSet::new();
         for a in at(b"GCOL") {
             let g = GlobalHeapCollection::read(&s, a, Sizes::DEFAULT).unwrap();
+            // Each object again, read alone at the size it has.
+            let alone = GlobalHeapCollection::open(&s, a, Sizes::DEFAULT).unwrap();
+            for (i, o) in &g.objects {
+                assert_eq!(&alone.object(&s, *i, o.len() as u64).unwrap(), o);
+            }
             objects.extend(g.objects.into_iter().map(|(_, o)| o));
         }
         for v in strs("vlen") {

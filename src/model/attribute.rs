@@ -74,7 +74,7 @@ pub(super) fn read_attributes(file: &File, h: &ObjectHeader) -> Result<Vec<Attri
     }
     let mut heaps = HashMap::new();
     msgs.into_iter()
-        .map(|m| to_attribute(file, m, &mut heaps))
+        .map(|m| to_attribute(file, h.addr, m, &mut heaps))
         .collect()
 }
 
@@ -130,50 +130,79 @@ fn read_dense(
     })
 }
 
-fn resolve_type(file: &File, t: MaybeShared<Datatype>) -> Result<Datatype> {
+/// The datatype of attribute `name` of the object whose header is at `owner`.
+fn resolve_type(file: &File, owner: u64, name: &str, t: MaybeShared<Datatype>) -> Result<Datatype> {
     match t {
         MaybeShared::Inline(t) => Ok(t),
         MaybeShared::Shared(s) => match file.resolve_shared(types::DATATYPE, &s)? {
             Message::Datatype(t) => Ok(t),
-            _ => Err(Error::corrupt("shared datatype", 0, "not a datatype")),
+            _ => Err(Error::corrupt(
+                "attribute",
+                owner,
+                format!("{name}: shared datatype is not a datatype"),
+            )),
         },
     }
 }
 
-fn resolve_space(file: &File, s: MaybeShared<Dataspace>) -> Result<Dataspace> {
+/// The dataspace of attribute `name` of the object whose header is at `owner`.
+fn resolve_space(
+    file: &File,
+    owner: u64,
+    name: &str,
+    s: MaybeShared<Dataspace>,
+) -> Result<Dataspace> {
     match s {
         MaybeShared::Inline(s) => Ok(s),
         MaybeShared::Shared(sh) => match file.resolve_shared(types::DATASPACE, &sh)? {
             Message::Dataspace(s) => Ok(s),
-            _ => Err(Error::corrupt("shared dataspace", 0, "not a dataspace")),
+            _ => Err(Error::corrupt(
+                "attribute",
+                owner,
+                format!("{name}: shared dataspace is not a dataspace"),
+            )),
         },
     }
 }
 
-fn to_attribute(
-    file: &File,
-    m: AttributeMessage,
-    heaps: &mut HashMap<u64, GlobalHeapCollection>,
-) -> Result<Attribute> {
-    let dtype = resolve_type(file, m.datatype)?;
-    let space = resolve_space(file, m.dataspace)?;
-    // With a shared type or space the parser could not know the value's length: cut it now.
-    let mut data = m.data;
-    let want = AttributeMessage::value_len(&dtype, &space).ok_or_else(|| {
-        Error::corrupt("attribute", 0, format!("{}: value size overflows", m.name))
+/// The value bytes of attribute `name` (of the object whose header is at `owner`), cut to
+/// what its type and shape need. With a shared type or space the parser could not know the
+/// value's length, so it is cut here; fewer bytes than needed is corrupt.
+fn cut_value(
+    owner: u64,
+    name: &str,
+    mut data: Vec<u8>,
+    dtype: &Datatype,
+    space: &Dataspace,
+) -> Result<Vec<u8>> {
+    let want = AttributeMessage::value_len(dtype, space).ok_or_else(|| {
+        Error::corrupt("attribute", owner, format!("{name}: value size overflows"))
     })?;
     if (data.len() as u64) < want {
         return Err(Error::corrupt(
             "attribute",
-            0,
+            owner,
             format!(
-                "{}: value has {} bytes, type and shape need {want}",
-                m.name,
+                "{name}: value has {} bytes, type and shape need {want}",
                 data.len()
             ),
         ));
     }
     data.truncate(want as usize);
+    Ok(data)
+}
+
+/// Attribute `m` of the object whose header is at `owner`, its type and space resolved and
+/// its vlen strings read.
+fn to_attribute(
+    file: &File,
+    owner: u64,
+    m: AttributeMessage,
+    heaps: &mut HashMap<u64, GlobalHeapCollection>,
+) -> Result<Attribute> {
+    let dtype = resolve_type(file, owner, &m.name, m.datatype)?;
+    let space = resolve_space(file, owner, &m.name, m.dataspace)?;
+    let data = cut_value(owner, &m.name, m.data, &dtype, &space)?;
     let shape = match space.kind {
         DataspaceKind::Null => None,
         _ => Some(space.dims.clone()),
@@ -182,7 +211,7 @@ fn to_attribute(
         TypeClass::VarLen {
             kind: VarLenKind::String { .. },
             ..
-        } => Some(read_vlen_strings(file, &data, dtype.size, heaps)?),
+        } => Some(read_vlen_strings(file, owner, &data, dtype.size, heaps)?),
         _ => None,
     };
     Ok(Attribute {
@@ -194,9 +223,12 @@ fn to_attribute(
     })
 }
 
-/// Decode vlen string elements: each is a 4-byte length and a global heap ID.
+/// Decode the vlen string elements of an attribute of the object whose header is at `owner`:
+/// each is a 4-byte length and a global heap ID. A string's object is read only when its
+/// recorded size is that length (see [`GlobalHeapCollection::object`]).
 pub(super) fn read_vlen_strings(
     file: &File,
+    owner: u64,
     data: &[u8],
     elem_size: u32,
     heaps: &mut HashMap<u64, GlobalHeapCollection>,
@@ -206,10 +238,18 @@ pub(super) fn read_vlen_strings(
     if elem == 0 {
         return Ok(Vec::new());
     }
+    let need = 8 + sizes.offset as usize;
+    if elem < need {
+        return Err(Error::corrupt(
+            "attribute",
+            owner,
+            format!("variable-length string references of {elem} bytes, {need} needed"),
+        ));
+    }
     let mut out = Vec::with_capacity(data.len() / elem);
     for chunk in data.chunks_exact(elem) {
-        let mut c = Cursor::new(chunk, 0, "variable-length string");
-        let len = c.u32()? as usize;
+        let mut c = Cursor::new(chunk, owner, "variable-length string");
+        let len = c.u32()?;
         let id = GlobalHeapId::parse(&mut c, sizes)?;
         if id.collection == 0 || id.collection == UNDEFINED_ADDR {
             out.push(None);
@@ -219,18 +259,93 @@ pub(super) fn read_vlen_strings(
             if heaps.len() > 64 {
                 heaps.clear();
             }
-            let col = GlobalHeapCollection::read(file.storage(), id.collection, sizes)?;
+            let col = GlobalHeapCollection::open(file.storage(), id.collection, sizes)?;
             heaps.insert(id.collection, col);
         }
-        let obj = heaps[&id.collection].get(id.index).ok_or_else(|| {
-            Error::corrupt(
-                "global heap",
-                id.collection,
-                format!("no object {}", id.index),
-            )
-        })?;
-        let bytes = obj.get(..len).unwrap_or(obj);
-        out.push(Some(String::from_utf8_lossy(bytes).into_owned()));
+        let bytes = heaps[&id.collection].object(file.storage(), id.index, len as u64)?;
+        out.push(Some(String::from_utf8_lossy(&bytes).into_owned()));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::messages::datatype::ByteOrder;
+
+    fn u32_type() -> Datatype {
+        Datatype {
+            version: 1,
+            size: 4,
+            class: TypeClass::FixedPoint {
+                order: ByteOrder::Little,
+                signed: false,
+                bit_offset: 0,
+                precision: 32,
+            },
+        }
+    }
+
+    fn simple(dims: &[u64]) -> Dataspace {
+        Dataspace {
+            kind: DataspaceKind::Simple,
+            dims: dims.to_vec(),
+            max_dims: None,
+        }
+    }
+
+    /// A value shorter than its type and shape need, and a shape whose size overflows, are
+    /// refused naming the attribute and the address of the object header holding it (not
+    /// the placeholder 0x0); a longer value is cut.
+    #[test]
+    fn value_errors_name_the_object_header() {
+        let e = cut_value(0x4a0, "a", vec![0; 7], &u32_type(), &simple(&[2])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "corrupt attribute at 0x4a0: a: value has 7 bytes, type and shape need 8"
+        );
+        let e = cut_value(0x4a0, "b", vec![], &u32_type(), &simple(&[1 << 62, 8])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "corrupt attribute at 0x4a0: b: value size overflows"
+        );
+        let v = cut_value(0x4a0, "c", (0..10).collect(), &u32_type(), &simple(&[2])).unwrap();
+        assert_eq!(v, [0, 1, 2, 3, 4, 5, 6, 7]);
+    }
+
+    /// A vlen string attribute whose heap object records another size than the string's
+    /// length is refused, naming the collection, its address and the expected size; before,
+    /// the object was cut to the length (or taken whole when shorter).
+    #[test]
+    fn a_vlen_string_of_another_size_than_its_heap_object_is_refused() {
+        use crate::model::{File, OpenOptions};
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/mount-tests/fixtures/data/attrs_earliest.h5"
+        );
+        let mut bytes = std::fs::read(fixture).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.h5");
+        std::fs::write(&path, &bytes).unwrap();
+        let f = File::open(&path, &OpenOptions::default()).unwrap();
+        let attrs = f.attributes(f.root()).unwrap();
+        let title = attrs.iter().find(|a| a.name == "title").unwrap();
+        assert_eq!(title.render(), "attribute fixtures");
+        drop(f);
+        // The heap object holding the title: its 8-byte size (18) just before the text.
+        let text = b"attribute fixtures";
+        let at = (8..bytes.len() - text.len())
+            .find(|&i| &bytes[i..i + text.len()] == text && bytes[i - 8..i] == 18u64.to_le_bytes())
+            .unwrap();
+        bytes[at - 8..at].copy_from_slice(&19u64.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let f = File::open(&path, &OpenOptions::default()).unwrap();
+        let e = f.attributes(f.root()).unwrap_err().to_string();
+        assert!(e.contains("corrupt global heap collection at 0x"), "{e}");
+        assert!(!e.contains("at 0x0:"), "{e}");
+        assert!(
+            e.contains("has 19 bytes where its reference expects 18"),
+            "{e}"
+        );
+    }
 }

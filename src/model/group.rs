@@ -93,26 +93,38 @@ pub(super) fn read_links(file: &File, h: &ObjectHeader) -> Result<Vec<Link>> {
 fn read_symbol_table(file: &File, btree: u64, heap: u64, out: &mut Vec<Link>) -> Result<()> {
     let storage = file.storage();
     let sizes = file.sizes();
-    let heap = LocalHeap::read(storage, heap, sizes)?;
+    // The entries first: how many strings they name bounds what of the heap is read whole.
+    let mut entries = Vec::new();
     for node_addr in btree_v1::group_symbol_nodes(storage, btree, sizes)? {
-        let node = SymbolTableNode::read(storage, node_addr, sizes)?;
-        for e in node.entries {
-            let name = String::from_utf8_lossy(heap.string_at(e.name_offset)?).into_owned();
-            let target = match e.scratch {
-                Scratch::SoftLink { value_offset } => LinkTarget::Soft(
-                    String::from_utf8_lossy(heap.string_at(value_offset as u64)?).into_owned(),
-                ),
-                _ => LinkTarget::Hard(ObjectId(e.header_addr)),
-            };
-            out.push(Link {
-                name,
-                creation_order: None,
-                target,
-            });
-            if out.len() > MAX_LINKS {
-                return Err(Error::limit("symbol table", btree, "too many links"));
-            }
+        entries.extend(SymbolTableNode::read(storage, node_addr, sizes)?.entries);
+        if out.len() + entries.len() > MAX_LINKS {
+            return Err(Error::limit(
+                "symbol table",
+                btree,
+                format!("more than {MAX_LINKS} links"),
+            ));
         }
+    }
+    let strings = entries.len()
+        + entries
+            .iter()
+            .filter(|e| matches!(e.scratch, Scratch::SoftLink { .. }))
+            .count();
+    let heap = LocalHeap::read_for(storage, heap, sizes, strings)?;
+    let text = |offset: u64| -> Result<String> {
+        Ok(String::from_utf8_lossy(&heap.string(storage, offset)?).into_owned())
+    };
+    for e in entries {
+        let name = text(e.name_offset)?;
+        let target = match e.scratch {
+            Scratch::SoftLink { value_offset } => LinkTarget::Soft(text(value_offset as u64)?),
+            _ => LinkTarget::Hard(ObjectId(e.header_addr)),
+        };
+        out.push(Link {
+            name,
+            creation_order: None,
+            target,
+        });
     }
     Ok(())
 }
@@ -142,4 +154,55 @@ fn read_dense(file: &File, heap_addr: u64, btree_addr: u64, out: &mut Vec<Link>)
         }
         Ok(true)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::testutil::Sparse;
+    use crate::model::OpenOptions;
+    use std::sync::Arc;
+
+    /// An old-style group whose local heap records a 2 GiB data segment (valid: libhdf5 sizes
+    /// a heap from the group's estimated links, and free space stays) lists its links by
+    /// reading their names, not the segment: no read of the file is larger than 64 KiB.
+    #[test]
+    fn a_group_heap_far_larger_than_its_names_is_not_read_whole() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/format/testdata/heaps/old_style.h5"
+        );
+        let mut bytes = std::fs::read(path).unwrap();
+        let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        // The heap of /g: the one whose data segment holds "n000".
+        let heap = (0..bytes.len() - 32)
+            .filter(|&i| &bytes[i..i + 4] == b"HEAP")
+            .find(|&i| {
+                let (size, data) = (u64_at(&bytes, i + 8), u64_at(&bytes, i + 24) as usize);
+                bytes[data..data + size as usize]
+                    .windows(5)
+                    .any(|w| w == b"n000\0")
+            })
+            .unwrap();
+        let data = u64_at(&bytes, heap + 24);
+        bytes[heap + 8..heap + 16].copy_from_slice(&(2u64 << 30).to_le_bytes());
+        let src = Arc::new(Sparse::new(bytes, data + (2 << 30)));
+        let f = File::from_source(src.clone(), &OpenOptions::default()).unwrap();
+        let Some(Link {
+            target: LinkTarget::Hard(g),
+            ..
+        }) = f.lookup(f.root(), "g").unwrap()
+        else {
+            panic!("no group g")
+        };
+        let links = f.links(g).unwrap();
+        let mut names: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+        names.sort();
+        let mut want: Vec<String> = (0..20).map(|i| format!("n{i:03}")).collect();
+        want.push("soft".into());
+        assert_eq!(names, want);
+        let soft = links.iter().find(|l| l.name == "soft").unwrap();
+        assert_eq!(soft.target, LinkTarget::Soft("/g/n001".into()));
+        assert!(src.largest_read() <= 64 << 10, "{}", src.largest_read());
+    }
 }
