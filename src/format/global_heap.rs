@@ -159,10 +159,10 @@ impl GlobalHeapCollection {
         })
     }
 
-    /// Read the whole collection at `addr`, every object (only bounded by the file). Kept
-    /// for callers that look objects up with [`GlobalHeapCollection::get`] and cannot tell
-    /// their size; [`GlobalHeapCollection::open`] with [`GlobalHeapCollection::object`]
-    /// reads only the object wanted, of the size expected.
+    /// Tests only: the whole collection at `addr`, every object (only bounded by the file).
+    /// Readers use [`GlobalHeapCollection::open`] with [`GlobalHeapCollection::object`] or
+    /// [`GlobalHeapCollection::object_up_to`], which read only the object wanted, bounded.
+    #[cfg(test)]
     pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<GlobalHeapCollection> {
         let mut col = GlobalHeapCollection::open(storage, addr, sizes)?;
         let mut objects = Vec::new();
@@ -176,7 +176,8 @@ impl GlobalHeapCollection {
         Ok(col)
     }
 
-    /// The object with `index`, if [`GlobalHeapCollection::read`] read it.
+    /// Tests only: the object with `index`, if [`GlobalHeapCollection::read`] read it.
+    #[cfg(test)]
     pub fn get(&self, index: u32) -> Option<&[u8]> {
         self.objects
             .iter()

@@ -123,10 +123,10 @@ impl LocalHeap {
         Ok(heap)
     }
 
-    /// Read the header at `addr` and then the whole data segment, whatever its size (only
-    /// bounded by the file). Kept for callers that look strings up with
-    /// [`LocalHeap::string_at`]; [`LocalHeap::read_for`] with [`LocalHeap::string`] bounds
-    /// what it reads by the strings looked up.
+    /// Tests only: the header at `addr` and then the whole data segment, whatever its size
+    /// (only bounded by the file). Readers use [`LocalHeap::read_for`] with
+    /// [`LocalHeap::string`], which bound what they read by the strings looked up.
+    #[cfg(test)]
     pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<LocalHeap> {
         let mut heap = LocalHeap::open(storage, addr, sizes)?;
         if !heap.loaded {

@@ -480,7 +480,7 @@ pub(super) fn open_dataset(file: &File, id: ObjectId, h: &ObjectHeader) -> Resul
 /// path policy ([`super::resolver`]) refuses names that lead outside the mount's root, and
 /// whose bounded set of open files holds the descriptors.
 fn external_segments(file: &File, efl: &ExternalFileList) -> Result<ExternalFiles> {
-    let heap = LocalHeap::read(file.storage(), efl.heap_addr, file.sizes())?;
+    let heap = LocalHeap::read_for(file.storage(), efl.heap_addr, file.sizes(), efl.slots.len())?;
     let dir = file.dir();
     let resolver = file
         .resolver()
@@ -489,7 +489,8 @@ fn external_segments(file: &File, efl: &ExternalFileList) -> Result<ExternalFile
         .slots
         .iter()
         .map(|s| {
-            let name = String::from_utf8_lossy(heap.string_at(s.name_offset)?).into_owned();
+            let name =
+                String::from_utf8_lossy(&heap.string(file.storage(), s.name_offset)?).into_owned();
             Ok(ExternalSegment {
                 path: resolver.check(&dir, &name)?,
                 offset: s.file_offset,

@@ -64,6 +64,10 @@ const MAX_PRINTF_SOURCES: u64 = 1 << 16;
 /// part of one, or of a byte range cutting elements, goes through a buffer of whole
 /// elements), so an element size the datatype message may set up to 4 GiB is bounded here.
 const MAX_ELEMENT: u64 = 16 << 20;
+/// Largest mapping table read (its global heap object): 64 MiB holds about a million
+/// mappings of source file, dataset and selections; libhdf5 writes one object per virtual
+/// dataset, so larger is a corrupt size rather than a real table.
+const MAX_MAPPING_TABLE: u64 = 64 << 20;
 /// Gather a stretch of source ordinals at once when it is at most this many times the elements
 /// a read wants from it...
 const GATHER_SLACK: u64 = 4;
@@ -212,17 +216,12 @@ fn check_element(dtype: &Datatype, addr: u64) -> Result<()> {
     Ok(())
 }
 
-/// The mapping table: object `heap.1` of the global heap collection at `heap.0`.
+/// The mapping table: object `heap.1` of the global heap collection at `heap.0`, of at
+/// most [`MAX_MAPPING_TABLE`] bytes (the layout message does not record its size).
 fn read_mapping_table(file: &File, heap: (u64, u32)) -> Result<VdsBlock> {
-    let gcol = GlobalHeapCollection::read(file.storage(), heap.0, file.sizes())?;
-    let raw = gcol.get(heap.1).ok_or_else(|| {
-        Error::corrupt(
-            "virtual dataset layout",
-            heap.0,
-            format!("no heap object {}", heap.1),
-        )
-    })?;
-    VdsBlock::parse(raw, heap.0, file.sizes())
+    let gcol = GlobalHeapCollection::open(file.storage(), heap.0, file.sizes())?;
+    let raw = gcol.object_up_to(file.storage(), heap.1, MAX_MAPPING_TABLE)?;
+    VdsBlock::parse(&raw, heap.0, file.sizes())
 }
 
 /// The dimensions of a virtual selection unlimited in dimension `skip`, that one left empty

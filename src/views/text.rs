@@ -25,6 +25,11 @@ use crate::model::{Dataset, File};
 /// Elements per checkpoint of the offset index.
 pub const BLOCK: u64 = 256;
 
+/// Most elements a text view serves: its size is known only once every element has been
+/// rendered (a few seconds for this many), so a dataspace claiming billions of elements would
+/// hold the first `stat` for hours.
+pub const MAX_ELEMENTS: u64 = 1 << 24;
+
 #[derive(Debug)]
 enum Kind {
     Strings { pad: StringPad },
@@ -72,7 +77,17 @@ impl TextView {
                 ))
             }
         };
-        let raw = RawVlen::open(ds.clone())?;
+        let raw = RawVlen::open(ds.clone(), file.sizes().offset)?;
+        if raw.count > MAX_ELEMENTS {
+            return Err(Error::unsupported(
+                "text view",
+                format!(
+                    "{} elements: the text view measures every element to know its size, and \
+                     serves at most {MAX_ELEMENTS}",
+                    raw.count
+                ),
+            ));
+        }
         Ok(TextView {
             file,
             raw,
@@ -124,7 +139,11 @@ impl TextView {
     fn render(&self, r: &[u8], out: &mut Vec<u8>) -> Result<()> {
         let r = parse_ref(&self.file, r)?;
         if let Some(id) = r.id {
-            let obj = self.heaps.object(&self.file, id)?;
+            let expected = match &self.kind {
+                Kind::Strings { .. } => u64::from(r.len),
+                Kind::Sequence { base } => u64::from(r.len).saturating_mul(base.size as u64),
+            };
+            let obj = self.heaps.object(&self.file, id, expected)?;
             match &self.kind {
                 Kind::Strings { pad } => {
                     let mut bytes = obj.get(..r.len as usize).unwrap_or(&obj);

@@ -30,14 +30,21 @@ pub struct RawVlen {
 }
 
 impl RawVlen {
-    /// Reads of the stored references of `ds`, a dataset of a variable-length type.
-    pub fn open(ds: Arc<Dataset>) -> Result<RawVlen> {
+    /// Reads of the stored references of `ds`, a dataset of a variable-length type in a file
+    /// whose addresses are `offset_size` bytes. A reference is a 4-byte length and a heap ID
+    /// (an address and a 4-byte index): a datatype that says otherwise is refused, as its
+    /// size would size every buffer of references.
+    pub fn open(ds: Arc<Dataset>, offset_size: u8) -> Result<RawVlen> {
         let element_size = ds.info.dtype.size;
-        if element_size == 0 {
+        let want = 8 + u32::from(offset_size);
+        if element_size != want {
             return Err(Error::corrupt(
                 "datatype",
                 ds.id.0,
-                "variable-length reference of 0 bytes",
+                format!(
+                    "variable-length reference of {element_size} bytes (a reference has \
+                     {want} in this file)"
+                ),
             ));
         }
         let count = ds.len() / u64::from(element_size);
@@ -88,8 +95,11 @@ pub struct HeapCache {
 }
 
 impl HeapCache {
-    /// The bytes of the heap object `id`, whole (callers cut them to the stored length).
-    pub fn object(&self, file: &File, id: GlobalHeapId) -> Result<Vec<u8>> {
+    /// The bytes of the heap object `id`, which its reference says holds `expected` bytes
+    /// (a string's length, a sequence's length times its base type's size): a larger object
+    /// is refused before it is read (see [`GlobalHeapCollection::object_up_to`]); a shorter
+    /// one is returned as it is, for the caller to judge.
+    pub fn object(&self, file: &File, id: GlobalHeapId, expected: u64) -> Result<Vec<u8>> {
         let cached = self
             .heaps
             .lock()
@@ -98,7 +108,7 @@ impl HeapCache {
         let col = match cached {
             Some(c) => c,
             None => {
-                let c = Arc::new(GlobalHeapCollection::read(
+                let c = Arc::new(GlobalHeapCollection::open(
                     file.storage(),
                     id.collection,
                     file.sizes(),
@@ -112,12 +122,6 @@ impl HeapCache {
                 c
             }
         };
-        col.get(id.index).map(<[u8]>::to_vec).ok_or_else(|| {
-            Error::corrupt(
-                "global heap",
-                id.collection,
-                format!("no object {}", id.index),
-            )
-        })
+        col.object_up_to(file.storage(), id.index, expected)
     }
 }
