@@ -92,6 +92,7 @@ fn view_options(npy: bool, envi: bool) -> ViewOptions {
         envi,
         text: true,
         byte_order: ByteOrderMode::AsStored,
+        ..Default::default()
     }
 }
 

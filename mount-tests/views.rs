@@ -94,6 +94,7 @@ fn all_on(byte_order: ByteOrderMode) -> ViewOptions {
         envi: true,
         text: true,
         byte_order,
+        ..Default::default()
     }
 }
 

@@ -180,6 +180,7 @@ fn opts(byte_order: ByteOrderMode) -> ViewOptions {
         envi: true,
         text: true,
         byte_order,
+        ..Default::default()
     }
 }
 

@@ -50,7 +50,7 @@ struct Cli {
     /// allow_external_paths (follow external links, virtual-dataset sources, external
     /// storage and directory symlinks that lead outside the mounted file's directory or the
     /// mounted directory),
-    /// npy, envi, byte_order=native|little|big (see Views), refresh=SECONDS;
+    /// npy, envi, tiff, byte_order=native|little|big (see Views), refresh=SECONDS;
     /// fstab options (noauto, nofail, _netdev, user, x-*, ...) and rw are accepted and ignored.
     #[arg(
         short = 'o',
@@ -66,6 +66,11 @@ struct Cli {
     /// Also serve NAME.hdr (ENVI header) beside 1- to 3-D numeric datasets (-o envi).
     #[arg(long, help_heading = "Views")]
     envi: bool,
+
+    /// Also serve NAME.tif (TIFF, one page per 2-D plane; BigTIFF past 4 GiB) beside 2-D and
+    /// 3-D numeric datasets (-o tiff).
+    #[arg(long, help_heading = "Views")]
+    tiff: bool,
 
     /// Serve numbers in this byte order: native, little or big (-o byte_order=...)
     /// [default: as stored].
@@ -226,6 +231,7 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     }
     c.npy |= cli.npy;
     c.envi |= cli.envi;
+    c.tiff |= cli.tiff;
     if let Some(b) = cli.byte_order {
         c.byte_order = b;
     }
@@ -312,8 +318,16 @@ mod tests {
         ]) else {
             panic!("not a mount");
         };
-        assert!(c.npy && c.envi);
+        assert!(c.npy && c.envi && !c.tiff);
         assert_eq!(c.byte_order, h5mount::views::ByteOrderMode::Native);
+        let Ok(Command::Mount(c)) = parse(&["h5mount", "--tiff", "f.h5", "/m"]) else {
+            panic!("not a mount");
+        };
+        assert!(c.tiff && !c.npy);
+        let Ok(Command::Mount(c)) = parse(&["h5mount", "f.h5", "/m", "-o", "ro,tiff"]) else {
+            panic!("not a mount");
+        };
+        assert!(c.tiff);
         assert!(parse(&["h5mount", "--byte-order", "odd", "f.h5", "/m"]).is_err());
     }
 

@@ -69,6 +69,8 @@ pub struct Config {
     pub npy: bool,
     /// `NAME.hdr` ENVI headers beside 1- to 3-D numeric datasets (`--envi`, `-o envi`).
     pub envi: bool,
+    /// `NAME.tif` beside 2-D and 3-D numeric datasets (`--tiff`, `-o tiff`).
+    pub tiff: bool,
     /// Byte order numbers are served in (`--byte-order`, `-o byte_order=`; default as
     /// stored).
     pub byte_order: ByteOrderMode,
@@ -130,6 +132,7 @@ impl Config {
             allow_external_paths: false,
             npy: false,
             envi: false,
+            tiff: false,
             byte_order: ByteOrderMode::AsStored,
             refresh: None,
             endpoint: None,
@@ -142,13 +145,17 @@ impl Config {
         }
     }
 
-    /// The views to serve: the flags, plus text for variable-length data, always on.
+    /// The views to serve: the flags, plus text for variable-length data, always on; a
+    /// `.tif` is BigTIFF past 4 GiB (or past the test hook's threshold,
+    /// `h5mount::views::tiff::BIGTIFF_ENV`).
     pub fn views(&self) -> ViewOptions {
         ViewOptions {
             npy: self.npy,
             envi: self.envi,
             text: true,
             byte_order: self.byte_order,
+            tiff: self.tiff,
+            bigtiff_above: h5mount::views::tiff::bigtiff_above_from_env(),
         }
     }
 
@@ -179,6 +186,7 @@ impl Config {
             "allow_external_paths" => self.allow_external_paths = true,
             "npy" => self.npy = true,
             "envi" => self.envi = true,
+            "tiff" => self.tiff = true,
             "byte_order" => self.byte_order = parse_byte_order(need()?)?,
             "uid" => self.uid = Some(parse_id(key, need()?)?),
             "gid" => self.gid = Some(parse_id(key, need()?)?),
@@ -464,10 +472,12 @@ mod tests {
         let v = cfg().views();
         assert!(!v.npy && !v.envi && v.text, "only text by default");
         assert_eq!(v.byte_order, ByteOrderMode::AsStored);
+        assert!(!cfg().views().tiff);
         let mut c = cfg();
-        c.apply_options("npy,envi,byte_order=big").unwrap();
+        c.apply_options("npy,envi,byte_order=big,tiff").unwrap();
         let v = c.views();
         assert!(v.npy && v.envi);
         assert_eq!(v.byte_order, ByteOrderMode::Big);
+        assert!(c.views().tiff);
     }
 }

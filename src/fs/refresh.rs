@@ -54,7 +54,6 @@ use super::dir::Listing;
 use super::{read, views, H5Fs, Mounted, Node, NodeKind};
 use crate::error::ErrorClass;
 use crate::model::{Dataset, File, ObjectId, ObjectKind};
-use crate::views::ViewKind;
 
 /// Granularity of the kernel's page cache invalidation: the largest common page size (64 KiB
 /// pages on some arm64 and ppc64 kernels), so rounding down to it covers any smaller page.
@@ -574,7 +573,7 @@ impl H5Fs {
                         now.size
                     );
                 }
-                for kind in [ViewKind::Npy, ViewKind::EnviHeader] {
+                for kind in views::SLOTS {
                     if let Some(ino) = views::sidecar_ino(node.ino, kind)
                         .filter(|&ino| self.views.sidecar(ino).is_some())
                     {
@@ -675,7 +674,7 @@ mod tests {
 
     use super::*;
     use crate::fs::{FsOptions, ROOT_INO};
-    use crate::views::ViewOptions;
+    use crate::views::{ViewKind, ViewOptions};
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/mount-tests/fixtures/grow");
 
@@ -698,6 +697,7 @@ mod tests {
             envi: false,
             text: true,
             byte_order: Default::default(),
+            ..Default::default()
         };
         let opts = FsOptions {
             uid: 0,

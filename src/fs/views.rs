@@ -5,13 +5,16 @@
 //! has a primary view (byte-order conversion, or the text of a variable-length dataset), the
 //! dataset file serves it instead of the raw image, and its size is the view's length.
 //!
-//! Sidecars (`NAME.npy`, `NAME.hdr`) are regular 0444 files with their own inode numbers,
-//! derived from the dataset's inode and the sidecar's slot: `SIDECAR_BASE + 2 * ino + slot`.
-//! Object inodes are below `inode::LINK_BASE` (2^62), link inodes count up from there, and
-//! fallback inodes count up from 2^63, so the range from [`SIDECAR_BASE`] (3 * 2^62) is free
-//! for sidecars of every dataset whose inode is below 2^61 (a file of 2 EiB); a dataset with a
-//! larger inode (only a corrupt file has one) gets no sidecars. A sidecar is remembered from
-//! the listing or lookup that showed it, so later requests on its inode find the dataset.
+//! Sidecars (`NAME.npy`, `NAME.hdr`, `NAME.tif`) are regular 0444 files with their own inode
+//! numbers, derived from the dataset's inode and the sidecar's slot in [`SLOTS`]:
+//! `SIDECAR_BASE + 3 * ino + slot`. Object inodes are below `inode::LINK_BASE` (2^62), link
+//! inodes count up from there, and fallback inodes count up from 2^63, so the range from
+//! [`SIDECAR_BASE`] (3 * 2^62, 2^62 numbers) is free for the sidecars of every dataset whose
+//! inode is below 2^62 / 3 (objects of a file of over 1 EiB, and the first 2^58 objects of
+//! other files, numbered from `inode::EXTERNAL_BASE` = 2^60); a dataset with a larger inode
+//! (only a corrupt file, or a mount that met more than 2^58 objects in other files, has one)
+//! gets no sidecars. A sidecar is remembered from the listing or lookup that showed it, so
+//! later requests on its inode find the dataset.
 //!
 //! A sidecar never shadows a real link: the listing drops a sidecar whose name is taken, and
 //! a lookup finds the real link first; either way one log line says so.
@@ -30,11 +33,14 @@ use crate::views::{ByteOrderMode, View, ViewKind, ViewOptions, ViewSet};
 /// First sidecar inode number (see the module docs for why the range is free).
 pub const SIDECAR_BASE: u64 = 3 << 62;
 
-/// Datasets with an inode at or above this get no sidecars (their numbers would overflow).
-const MAX_DATASET_INO: u64 = 1 << 61;
-
 /// Sidecar kinds, in slot order.
-const SLOTS: [ViewKind; 2] = [ViewKind::Npy, ViewKind::EnviHeader];
+pub const SLOTS: [ViewKind; 3] = [ViewKind::Npy, ViewKind::EnviHeader, ViewKind::Tiff];
+
+/// Sidecar numbers per dataset.
+const STRIDE: u64 = SLOTS.len() as u64;
+
+/// Datasets with an inode at or above this get no sidecars (their numbers would overflow).
+const MAX_DATASET_INO: u64 = (1 << 62) / STRIDE;
 
 /// True when `ino` is in the sidecar range.
 pub fn is_sidecar(ino: u64) -> bool {
@@ -47,15 +53,16 @@ pub fn sidecar_ino(ds_ino: u64, kind: ViewKind) -> Option<u64> {
     if ds_ino >= MAX_DATASET_INO {
         return None;
     }
-    // ds_ino < 2^61, so 3 * 2^62 + 2 * ds_ino + 1 < 2^64.
-    Some(SIDECAR_BASE + 2 * ds_ino + slot)
+    // ds_ino < 2^62 / STRIDE, so 3 * 2^62 + STRIDE * ds_ino + slot < 2^64 - 1 (the top
+    // number stays free for `fuse`'s ceiling file).
+    Some(SIDECAR_BASE + STRIDE * ds_ino + slot)
 }
 
 /// The dataset inode and kind a sidecar inode stands for.
 pub fn sidecar_parts(ino: u64) -> Option<(u64, ViewKind)> {
     let rel = ino.checked_sub(SIDECAR_BASE)?;
-    let kind = *SLOTS.get((rel % 2) as usize)?;
-    Some((rel / 2, kind))
+    let kind = *SLOTS.get((rel % STRIDE) as usize)?;
+    Some((rel / STRIDE, kind))
 }
 
 /// A sidecar handed out to the kernel.
@@ -82,6 +89,7 @@ pub struct Views {
 }
 
 impl Views {
+    /// The views of a mount.
     pub fn new(opts: ViewOptions) -> Views {
         Views {
             opts,
@@ -92,7 +100,7 @@ impl Views {
 
     /// True when some sidecar kind is switched on (listings then look at datasets).
     pub fn any_sidecars(&self) -> bool {
-        self.opts.npy || self.opts.envi
+        self.opts.npy || self.opts.envi || self.opts.tiff
     }
 
     /// The set of dataset `ino` opened as `ds`, built by `build` on first use. Sets without
@@ -257,10 +265,11 @@ impl H5Fs {
         ))
     }
 
-    /// `open` of a sidecar: an `.npy` of a dataset that cannot be read fails like it.
+    /// `open` of a sidecar: an `.npy` or `.tif` of a dataset that cannot be read fails like
+    /// it.
     pub(super) fn sidecar_open(&self, ino: u64) -> FsResult<()> {
         let (sc, ds, _) = self.sidecar_target(ino)?;
-        if sc.kind == ViewKind::Npy && !ds.is_empty() {
+        if matches!(sc.kind, ViewKind::Npy | ViewKind::Tiff) && !ds.is_empty() {
             ds.read_at(0, &mut [])
                 .map_err(|e| FsError::model(&sc.path, e))?;
         }
@@ -385,7 +394,7 @@ mod tests {
 
     #[test]
     fn sidecar_numbers_round_trip_and_stay_clear_of_other_ranges() {
-        for ds in [2u64, 802, (1 << 61) - 1] {
+        for ds in [2u64, 802, 1 << 60, (1 << 60) + 12345, MAX_DATASET_INO - 1] {
             for kind in SLOTS {
                 let ino = sidecar_ino(ds, kind).unwrap();
                 assert!(is_sidecar(ino) && ino > LINK_BASE && ino >= 1 << 63);
@@ -396,6 +405,12 @@ mod tests {
             sidecar_ino(802, ViewKind::Npy),
             sidecar_ino(802, ViewKind::EnviHeader)
         );
+        assert_ne!(
+            sidecar_ino(802, ViewKind::Tiff),
+            sidecar_ino(803, ViewKind::Npy)
+        );
+        assert!(sidecar_ino(MAX_DATASET_INO - 1, ViewKind::Tiff).unwrap() < u64::MAX);
+        assert_eq!(sidecar_ino(MAX_DATASET_INO, ViewKind::Npy), None);
         assert_eq!(sidecar_ino(1 << 61, ViewKind::Npy), None);
         assert_eq!(sidecar_ino(u64::MAX, ViewKind::Npy), None);
         assert_eq!(sidecar_ino(2, ViewKind::Text), None);
@@ -410,6 +425,7 @@ mod tests {
             split_sidecar_name("x.y.hdr"),
             Some(("x.y", ViewKind::EnviHeader))
         );
+        assert_eq!(split_sidecar_name("a.tif"), Some(("a", ViewKind::Tiff)));
         assert_eq!(split_sidecar_name(".npy"), None);
         assert_eq!(split_sidecar_name("a.txt"), None);
     }

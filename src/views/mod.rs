@@ -9,6 +9,7 @@
 //! | [`ViewOptions::npy`] | `NAME.npy` | NPY header + the (converted) bytes ([`npy`]) |
 //! | [`ViewOptions::envi`] | `NAME.hdr` | ENVI header describing `NAME` ([`envi`]) |
 //! | [`ViewOptions::text`] | `NAME` | vlen strings/sequences as text, one element per line ([`text`]) |
+//! | [`ViewOptions::tiff`] | `NAME.tif` | TIFF header and IFDs + the (converted) bytes, one page per 2-D plane ([`tiff`]) |
 //!
 //! `fs` calls [`ViewSet::for_dataset`] once per dataset and serves what it returns:
 //! [`ViewSet::primary`], when present, replaces what the dataset file `NAME` serves;
@@ -21,6 +22,7 @@ pub mod byte_order;
 pub mod envi;
 pub mod npy;
 pub mod text;
+pub mod tiff;
 pub mod vlen;
 
 use std::sync::Arc;
@@ -73,8 +75,13 @@ pub struct ViewOptions {
     pub envi: bool,
     /// Variable-length datasets served as text in `NAME`.
     pub text: bool,
-    /// Byte order of numbers in `NAME` (and in `NAME.npy`).
+    /// Byte order of numbers in `NAME` (and in `NAME.npy`, `NAME.tif`).
     pub byte_order: ByteOrderMode,
+    /// `NAME.tif` for 2-D and 3-D numeric datasets.
+    pub tiff: bool,
+    /// A `.tif` whose classic form is larger than this many bytes is BigTIFF; `None`:
+    /// [`tiff::CLASSIC_MAX`], the most classic TIFF can address (lower only in tests).
+    pub bigtiff_above: Option<u64>,
 }
 
 /// What a view is.
@@ -84,6 +91,7 @@ pub enum ViewKind {
     Data,
     Npy,
     EnviHeader,
+    Tiff,
     Text,
 }
 
@@ -94,6 +102,7 @@ impl ViewKind {
             ViewKind::Data | ViewKind::Text => "",
             ViewKind::Npy => ".npy",
             ViewKind::EnviHeader => ".hdr",
+            ViewKind::Tiff => ".tif",
         }
     }
 }
@@ -106,6 +115,11 @@ enum Body {
     },
     Npy {
         header: Vec<u8>,
+        ds: Arc<Dataset>,
+        conv: Arc<Converter>,
+    },
+    Tiff {
+        layout: Box<tiff::Layout>,
         ds: Arc<Dataset>,
         conv: Arc<Converter>,
     },
@@ -135,6 +149,7 @@ impl View {
         Ok(match &self.body {
             Body::Data { ds, .. } => ds.len(),
             Body::Npy { header, ds, .. } => (header.len() as u64).saturating_add(ds.len()),
+            Body::Tiff { layout, ds, .. } => layout.header_len().saturating_add(ds.len()),
             Body::Bytes(b) => b.len() as u64,
             Body::Text(t) => return t.len(),
         })
@@ -157,19 +172,36 @@ impl View {
             Body::Bytes(b) => b.read_at(offset, buf),
             Body::Text(t) => t.read_at(offset, buf),
             Body::Npy { header, ds, conv } => {
-                let hlen = header.len() as u64;
-                let mut done = 0;
-                if offset < hlen {
-                    done = header.read_at(offset, buf)?;
-                }
-                if done < buf.len() {
-                    let data_off = offset.saturating_add(done as u64).saturating_sub(hlen);
-                    done += conv.read_at(ds.as_ref(), data_off, &mut buf[done..])?;
-                }
-                Ok(done)
+                let head = |off, buf: &mut [u8]| header.read_at(off, buf);
+                read_framed(header.len() as u64, head, ds, conv, offset, buf)
+            }
+            Body::Tiff { layout, ds, conv } => {
+                let head = |off, buf: &mut [u8]| Ok(layout.read_header(off, buf));
+                read_framed(layout.header_len(), head, ds, conv, offset, buf)
             }
         }
     }
+}
+
+/// Read at `offset` of a header of `hlen` bytes (read by `head`) followed by the converted
+/// bytes of `ds`.
+fn read_framed(
+    hlen: u64,
+    head: impl Fn(u64, &mut [u8]) -> Result<usize>,
+    ds: &Dataset,
+    conv: &Converter,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<usize> {
+    let mut done = 0;
+    if offset < hlen {
+        done = head(offset, buf)?;
+    }
+    if done < buf.len() {
+        let data_off = offset.saturating_add(done as u64).saturating_sub(hlen);
+        done += conv.read_at(ds, data_off, &mut buf[done..])?;
+    }
+    Ok(done)
 }
 
 /// The views of one dataset under some [`ViewOptions`].
@@ -200,7 +232,12 @@ impl ViewSet {
                     Err(e) => set.skipped.push((ViewKind::Text, e.to_string())),
                 }
             }
-            for (on, kind) in [(opts.npy, ViewKind::Npy), (opts.envi, ViewKind::EnviHeader)] {
+            let asked = [
+                (opts.npy, ViewKind::Npy),
+                (opts.envi, ViewKind::EnviHeader),
+                (opts.tiff, ViewKind::Tiff),
+            ];
+            for (on, kind) in asked {
                 if on {
                     set.skipped
                         .push((kind, "variable-length data has no fixed-size image".into()));
@@ -263,10 +300,39 @@ impl ViewSet {
                 Err(e) => set.skipped.push((ViewKind::EnviHeader, e)),
             }
         }
+        if opts.tiff {
+            let layout = null()
+                .map_err(String::from)
+                .and_then(|()| {
+                    tiff::Layout::new(
+                        &served,
+                        &ds.info.shape,
+                        opts.bigtiff_above.unwrap_or(tiff::CLASSIC_MAX),
+                    )
+                    .map_err(|e| e.to_string())
+                })
+                .and_then(|l| {
+                    // The strips point into the image: it must be exactly the pages' bytes.
+                    (l.len() - l.header_len() == ds.len())
+                        .then_some(l)
+                        .ok_or_else(|| "image size is not the pages' size".to_string())
+                });
+            match layout {
+                Ok(layout) => set.sidecars.push(View {
+                    kind: ViewKind::Tiff,
+                    body: Body::Tiff {
+                        layout: Box::new(layout),
+                        ds: ds.clone(),
+                        conv: conv.clone(),
+                    },
+                }),
+                Err(e) => set.skipped.push((ViewKind::Tiff, e)),
+            }
+        }
         set
     }
 
-    /// The sidecar with `suffix` (".npy", ".hdr"), if offered.
+    /// The sidecar with `suffix` (".npy", ".hdr", ".tif"), if offered.
     pub fn sidecar(&self, suffix: &str) -> Option<&View> {
         self.sidecars.iter().find(|v| v.name_suffix() == suffix)
     }

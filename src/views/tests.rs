@@ -1,7 +1,7 @@
 //! Unit tests of the views on hand-built datatypes and buffers.
 
 use super::byte_order::{served_type, ByteOrderMode, Converter};
-use super::{envi, npy, text, ByteSource};
+use super::{envi, npy, text, tiff, ByteSource};
 use crate::format::messages::datatype::{
     ByteOrder, CharSet, CompoundMember, Datatype, StringPad, TypeClass, VarLenKind,
 };
@@ -368,4 +368,380 @@ fn vec_source_reads_short_at_the_end() {
     assert_eq!(v.read_at(1, &mut buf).unwrap(), 2);
     assert_eq!(&buf[..2], &[2, 3]);
     assert_eq!(v.read_at(9, &mut buf).unwrap(), 0);
+}
+
+/// One IFD of a TIFF as a test reader sees it: tag -> (type, count, value), and the offset
+/// of the next IFD.
+#[derive(Debug)]
+struct Ifd {
+    entries: std::collections::BTreeMap<u16, (u16, u64, u64)>,
+    next: u64,
+}
+
+/// A tiny TIFF reader: (big-endian, BigTIFF, every IFD) of `bytes` (the header region, or
+/// more), following the chain of IFDs from the header.
+fn parse_tiff(bytes: &[u8]) -> (bool, bool, Vec<Ifd>) {
+    let big = match &bytes[..2] {
+        b"II" => false,
+        b"MM" => true,
+        other => panic!("byte order mark {other:?}"),
+    };
+    let num = |at: usize, n: usize| -> u64 {
+        let b = &bytes[at..at + n];
+        let mut v = 0u64;
+        for i in 0..n {
+            let byte = if big { b[i] } else { b[n - 1 - i] };
+            v = (v << 8) | u64::from(byte);
+        }
+        v
+    };
+    let bigtiff = match num(2, 2) {
+        42 => false,
+        43 => {
+            assert_eq!((num(4, 2), num(6, 2)), (8, 0), "BigTIFF offset size");
+            true
+        }
+        v => panic!("magic {v}"),
+    };
+    let (mut at, count_len, entry_len, off_len) = if bigtiff {
+        (num(8, 8), 8, 20, 8)
+    } else {
+        (num(4, 4), 2, 12, 4)
+    };
+    let mut ifds = Vec::new();
+    while at != 0 {
+        let a = at as usize;
+        assert_eq!(a % 2, 0, "IFD at a word boundary");
+        let n = num(a, count_len) as usize;
+        let mut entries = std::collections::BTreeMap::new();
+        let mut last = 0;
+        for i in 0..n {
+            let e = a + count_len + i * entry_len;
+            let (tag, kind) = (num(e, 2) as u16, num(e + 2, 2) as u16);
+            assert!(tag > last, "tags ascending");
+            last = tag;
+            let count = num(e + 4, off_len);
+            let width = match kind {
+                3 => 2,
+                4 => 4,
+                16 => 8,
+                k => panic!("type {k}"),
+            };
+            assert_eq!(count, 1);
+            assert!(width <= off_len, "value inline");
+            let v = num(e + 4 + off_len, width);
+            // The rest of the value field is zero (left-justified value).
+            let rest = e + 4 + off_len + width;
+            assert!(bytes[rest..e + 4 + 2 * off_len].iter().all(|&b| b == 0));
+            entries.insert(tag, (kind, count, v));
+        }
+        let next = num(a + count_len + n * entry_len, off_len);
+        ifds.push(Ifd { entries, next });
+        at = next;
+    }
+    (big, bigtiff, ifds)
+}
+
+fn tag(ifd: &Ifd, t: u16) -> u64 {
+    ifd.entries[&t].2
+}
+
+fn bool_enum() -> Datatype {
+    Datatype {
+        version: 1,
+        size: 1,
+        class: TypeClass::Enum {
+            base: Box::new(int(Little, 1, true)),
+            members: vec![("FALSE".into(), vec![0]), ("TRUE".into(), vec![1])],
+        },
+    }
+}
+
+#[test]
+fn tiff_type_table() {
+    use tiff::SampleFormat::{Float, Signed, Unsigned};
+    for size in [1u32, 2, 4, 8] {
+        for order in [Little, Big] {
+            let be = order == Big && size > 1;
+            let bits = (size * 8) as u16;
+            assert_eq!(
+                tiff::sample_type(&int(order, size, false)).unwrap(),
+                (Unsigned, bits, be)
+            );
+            assert_eq!(
+                tiff::sample_type(&int(order, size, true)).unwrap(),
+                (Signed, bits, be)
+            );
+        }
+    }
+    for size in [2u32, 4, 8] {
+        let bits = (size * 8) as u16;
+        assert_eq!(
+            tiff::sample_type(&float(Little, size)).unwrap(),
+            (Float, bits, false)
+        );
+        assert_eq!(
+            tiff::sample_type(&float(Big, size)).unwrap(),
+            (Float, bits, true)
+        );
+    }
+    // Enums are their base integer (as in the npy view); h5py's booleans are not integers.
+    let colour = Datatype {
+        version: 1,
+        size: 2,
+        class: TypeClass::Enum {
+            base: Box::new(int(Big, 2, false)),
+            members: vec![("RED".into(), vec![0, 0]), ("GREEN".into(), vec![0, 1])],
+        },
+    };
+    assert_eq!(tiff::sample_type(&colour).unwrap(), (Unsigned, 16, true));
+    assert_eq!(npy::descr(&colour).unwrap().0, "'>u2'");
+    assert!(tiff::sample_type(&bool_enum()).is_err());
+    let cplx = compound(8, &[("r", 0, float(Little, 4)), ("i", 4, float(Little, 4))]);
+    let mut bf16 = float(Little, 2);
+    if let TypeClass::FloatingPoint {
+        exponent_size,
+        mantissa_size,
+        ..
+    } = &mut bf16.class
+    {
+        (*exponent_size, *mantissa_size) = (8, 7);
+    }
+    let mut shifted = int(Little, 4, true);
+    if let TypeClass::FixedPoint {
+        bit_offset,
+        precision,
+        ..
+    } = &mut shifted.class
+    {
+        (*bit_offset, *precision) = (4, 20);
+    }
+    let mut vax = float(Little, 4);
+    if let TypeClass::FloatingPoint { order, .. } = &mut vax.class {
+        *order = ByteOrder::Vax;
+    }
+    let complex = Datatype {
+        version: 5,
+        size: 8,
+        class: TypeClass::Complex {
+            base: Box::new(float(Little, 4)),
+        },
+    };
+    for (what, t) in [
+        ("h5py complex", cplx),
+        ("complex", complex),
+        ("string", string(4)),
+        ("array", array(&[3], int(Little, 2, false))),
+        ("bfloat16", bf16),
+        ("shifted int", shifted),
+        ("3-byte int", int(Little, 3, false)),
+        ("vax", vax),
+    ] {
+        assert!(tiff::sample_type(&t).is_err(), "{what}");
+        assert!(
+            tiff::Layout::new(&t, &[2, 2], tiff::CLASSIC_MAX).is_err(),
+            "{what}"
+        );
+    }
+    // Shapes: 2-D and 3-D with every extent >= 1 only.
+    let t = int(Little, 2, false);
+    for bad in [
+        &[][..],
+        &[5],
+        &[2, 2, 2, 2],
+        &[0, 2],
+        &[3, 0],
+        &[0, 2, 2],
+        &[2, 2, 0],
+    ] {
+        assert!(
+            tiff::Layout::new(&t, bad, tiff::CLASSIC_MAX).is_err(),
+            "{bad:?}"
+        );
+    }
+    assert!(tiff::Layout::new(&t, &[1, 1 << 32], u64::MAX).is_err());
+    assert!(tiff::Layout::new(&t, &[1, 1], u64::MAX).is_ok());
+}
+
+#[test]
+fn tiff_header_parses_back_little_endian_2d() {
+    let l = tiff::Layout::new(&float(Little, 4), &[3, 4], tiff::CLASSIC_MAX).unwrap();
+    assert!(!l.is_bigtiff() && !l.is_big_endian());
+    assert_eq!((l.pages(), l.page_bytes(), l.header_len()), (1, 48, 4096));
+    assert_eq!(l.len(), 4096 + 48);
+    let h = l.header();
+    assert_eq!(h.len(), 4096);
+    assert_eq!(&h[..8], &[b'I', b'I', 42, 0, 8, 0, 0, 0]);
+    let (big, bigtiff, ifds) = parse_tiff(&h);
+    assert!(!big && !bigtiff);
+    assert_eq!(ifds.len(), 1);
+    let ifd = &ifds[0];
+    let want = [
+        (256, 4, 4),    // ImageWidth LONG
+        (257, 4, 3),    // ImageLength LONG
+        (258, 3, 32),   // BitsPerSample SHORT
+        (259, 3, 1),    // Compression: none
+        (262, 3, 1),    // Photometric: BlackIsZero
+        (273, 4, 4096), // StripOffsets LONG
+        (277, 3, 1),    // SamplesPerPixel
+        (278, 4, 3),    // RowsPerStrip
+        (279, 4, 48),   // StripByteCounts
+        (284, 3, 1),    // PlanarConfiguration: contiguous
+        (339, 3, 3),    // SampleFormat: IEEE float
+    ];
+    assert_eq!(ifd.entries.len(), want.len());
+    for (t, kind, v) in want {
+        assert_eq!(ifd.entries[&t], (kind, 1, v), "tag {t}");
+    }
+    assert_eq!(ifd.next, 0);
+    // The padding after the IFD is zeros.
+    assert!(h[8 + 138..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn tiff_big_endian_stack_is_mm_with_one_ifd_per_page() {
+    let l = tiff::Layout::new(&int(Big, 2, true), &[5, 2, 3], tiff::CLASSIC_MAX).unwrap();
+    assert!(l.is_big_endian() && !l.is_bigtiff());
+    let h = l.header();
+    assert_eq!(&h[..8], &[b'M', b'M', 0, 42, 0, 0, 0, 8]);
+    let (big, bigtiff, ifds) = parse_tiff(&h);
+    assert!(big && !bigtiff);
+    assert_eq!(ifds.len(), 5);
+    for (k, ifd) in ifds.iter().enumerate() {
+        let k = k as u64;
+        assert_eq!((tag(ifd, 256), tag(ifd, 257)), (3, 2));
+        assert_eq!((tag(ifd, 258), tag(ifd, 339)), (16, 2));
+        assert_eq!(tag(ifd, 273), l.page_offset(k));
+        assert_eq!(tag(ifd, 273), 4096 + 12 * k);
+        assert_eq!(tag(ifd, 279), 12);
+        let next = if k < 4 { l.ifd_offset(k + 1) } else { 0 };
+        assert_eq!(ifd.next, next);
+        assert_eq!(l.ifd_offset(k), 8 + 138 * k);
+    }
+    // One-byte samples: II whatever the stored order.
+    let u8l = tiff::Layout::new(&int(Big, 1, false), &[2, 2], tiff::CLASSIC_MAX).unwrap();
+    assert!(!u8l.is_big_endian());
+    assert_eq!(&u8l.header()[..4], b"II*\0");
+}
+
+#[test]
+fn tiff_bigtiff_form_when_forced_or_past_4_gib() {
+    // Forced (the test hook's threshold of 0): BigTIFF header, LONG8 strips.
+    for order in [Little, Big] {
+        let l = tiff::Layout::new(&float(order, 8), &[3, 2, 5], 0).unwrap();
+        assert!(l.is_bigtiff());
+        let h = l.header();
+        let head: [u8; 8] = if order == Big {
+            [b'M', b'M', 0, 43, 0, 8, 0, 0]
+        } else {
+            [b'I', b'I', 43, 0, 8, 0, 0, 0]
+        };
+        assert_eq!(&h[..8], &head);
+        let (big, bigtiff, ifds) = parse_tiff(&h);
+        assert!(bigtiff && big == (order == Big));
+        assert_eq!(ifds.len(), 3);
+        for (k, ifd) in ifds.iter().enumerate() {
+            assert_eq!(ifd.entries[&273], (16, 1, l.page_offset(k as u64)));
+            assert_eq!(ifd.entries[&279], (16, 1, 80));
+            assert_eq!(ifd.entries[&256], (4, 1, 5));
+            assert_eq!(l.ifd_offset(k as u64), 16 + 236 * k as u64);
+        }
+        assert_eq!(l.header_len(), 4096);
+    }
+    // The real threshold: a classic file of exactly 4 GiB - 1 bytes stays classic, one byte
+    // more is BigTIFF.
+    let u8t = int(Little, 1, false);
+    let cols = tiff::CLASSIC_MAX - 4096;
+    let at = tiff::Layout::new(&u8t, &[1, cols], tiff::CLASSIC_MAX).unwrap();
+    assert!(!at.is_bigtiff());
+    assert_eq!(at.len(), u32::MAX as u64);
+    let past = tiff::Layout::new(&u8t, &[1, cols + 1], tiff::CLASSIC_MAX).unwrap();
+    assert!(past.is_bigtiff());
+    assert_eq!(past.len(), u32::MAX as u64 + 1);
+    let (_, _, ifds) = parse_tiff(&past.header());
+    assert_eq!(tag(&ifds[0], 279), cols + 1);
+    // A threshold above the classic limit is ignored.
+    assert!(tiff::Layout::new(&u8t, &[1, cols + 1], u64::MAX)
+        .unwrap()
+        .is_bigtiff());
+    // Many small pages past 4 GiB in total: BigTIFF, the last strip beyond 2^32.
+    let stack = tiff::Layout::new(&int(Little, 2, false), &[70_000, 256, 128], u64::MAX).unwrap();
+    assert!(stack.is_bigtiff());
+    assert!(stack.page_offset(69_999) > 1 << 32);
+}
+
+#[test]
+fn tiff_header_range_reads_equal_the_whole_header() {
+    for (t, shape, above) in [
+        (
+            int(Little, 2, false),
+            vec![1000u64, 7, 9],
+            tiff::CLASSIC_MAX,
+        ),
+        (float(Big, 4), vec![1000, 3, 5], tiff::CLASSIC_MAX),
+        (float(Big, 2), vec![777, 3, 5], 0),
+        (int(Little, 8, true), vec![4, 4], 0),
+    ] {
+        let l = tiff::Layout::new(&t, &shape, above).unwrap();
+        let whole = l.header();
+        assert_eq!(whole.len() as u64, l.header_len());
+        assert_eq!(parse_tiff(&whole).2.len() as u64, l.pages());
+        let n = whole.len() as u64;
+        let mut offsets: Vec<u64> = vec![0, 1, 7, 8, 9, 15, 16, 17, n - 1, n, n + 5];
+        for k in [0u64, 1, 2, l.pages() / 2, l.pages() - 1] {
+            let at = l.ifd_offset(k);
+            offsets.extend([at.saturating_sub(1), at, at + 1, at + 100]);
+        }
+        let mut rng = 0x1234_5678u64;
+        for _ in 0..200 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            offsets.push((rng >> 33) % (n + 10));
+        }
+        for off in offsets {
+            for len in [
+                0usize, 1, 2, 3, 13, 137, 138, 139, 236, 237, 1000, 5000, 400_000,
+            ] {
+                let mut buf = vec![0xAAu8; len];
+                let got = l.read_header(off, &mut buf);
+                let lo = off.min(n) as usize;
+                let hi = (off as usize + len).min(n as usize).max(lo);
+                assert_eq!(got, hi - lo, "off {off} len {len}");
+                assert!(buf[..got] == whole[lo..hi], "off {off} len {len}");
+            }
+        }
+    }
+}
+
+#[test]
+fn tiff_million_page_header_is_generated_not_stored() {
+    let l = tiff::Layout::new(&int(Little, 1, false), &[1_000_000, 64, 64], u64::MAX).unwrap();
+    assert!(!l.is_bigtiff()); // 138 MB of IFDs + 4 GB of data: below 4 GiB - 1 in total.
+    assert_eq!(
+        l.header_len(),
+        (8 + 138 * 1_000_000u64).next_multiple_of(4096)
+    );
+    // The layout is a few numbers, whatever the page count.
+    assert!(std::mem::size_of_val(&l) <= 64);
+    for k in [0u64, 1, 499_999, 999_998, 999_999] {
+        let at = l.ifd_offset(k);
+        // IFD k alone, read through a range read; a fake header in front so it parses.
+        let mut ifd = vec![0u8; 138];
+        assert_eq!(l.read_header(at, &mut ifd), 138);
+        let mut fake = vec![b'I', b'I', 42, 0, 8, 0, 0, 0];
+        fake.extend_from_slice(&ifd);
+        // Cut the chain after this IFD for the parser.
+        let end = fake.len();
+        fake[end - 4..].fill(0);
+        let (_, _, ifds) = parse_tiff(&fake);
+        assert_eq!(tag(&ifds[0], 273), l.page_offset(k));
+        assert_eq!(tag(&ifds[0], 279), 4096);
+        let next = u32::from_le_bytes(ifd[134..138].try_into().unwrap()) as u64;
+        let want = if k == 999_999 { 0 } else { l.ifd_offset(k + 1) };
+        assert_eq!(next, want);
+    }
+    let big = tiff::Layout::new(&int(Big, 2, false), &[1_000_000, 64, 64], u64::MAX).unwrap();
+    assert!(big.is_bigtiff()); // 8 GB of data.
+    assert_eq!(big.page_offset(999_999), big.header_len() + 999_999 * 8192);
 }
