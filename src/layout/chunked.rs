@@ -372,7 +372,9 @@ impl Chunked {
         } else {
             rec.size.saturating_add(full)
         };
-        let mut room = self.cache.reserve(full.saturating_add(extra), n);
+        let footprint = full.saturating_add(extra);
+        let _one_large = self.cache.large_decode(footprint);
+        let mut room = self.cache.reserve(footprint, n);
         let mut shared = match room.take_buffer() {
             Some(b) => b,
             None => std::iter::repeat_n(0u8, n).collect(),
