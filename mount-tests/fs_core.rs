@@ -780,6 +780,29 @@ fn listing_anything_but_a_directory_fails() {
     assert_eq!(fs.listing(empty.ino).unwrap().entries.len(), 2);
 }
 
+/// An HDF5 file of a mounted directory whose superblock's root object is a dataset (a
+/// corrupt file) is shown as a directory that fails to list with EIO, not ENOTDIR.
+#[test]
+fn a_file_whose_root_is_not_a_group_lists_with_eio() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(data("layouts_latest.h5")).unwrap();
+    let ds = manifest()["files"]["layouts_latest.h5"]["objects"]["/compact_f8_2d"]["addr"]
+        .as_u64()
+        .unwrap();
+    // Superblock version 2/3: the root object header address is at byte 36, the checksum
+    // of the 44 bytes before it at 44.
+    assert!(bytes[8] >= 2, "superblock version {}", bytes[8]);
+    bytes[36..44].copy_from_slice(&ds.to_le_bytes());
+    let sum = h5mount::io::checksum::lookup3(&bytes[..44], 0);
+    bytes[44..48].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(dir.path().join("bad.h5"), &bytes).unwrap();
+    let fs = mount_dir(dir.path(), None);
+    let root = fs.lookup(ROOT_INO, os("bad.h5")).unwrap();
+    assert_eq!(root.kind, FileKind::Directory);
+    assert_eq!(errno(fs.listing(root.ino)), libc::EIO);
+    assert_eq!(errno(fs.opendir(root.ino)), libc::EIO);
+}
+
 // ------------------------------------------------------------------------------- open
 
 #[test]

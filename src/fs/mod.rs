@@ -293,17 +293,29 @@ impl H5Fs {
         self.getattr(child.ino)
     }
 
-    /// The group `node` stands for (`ENOTDIR` if it is something else).
+    /// The group `node` stands for (`ENOTDIR` if it is something else; `EIO` for an HDF5 file
+    /// of a mounted directory whose root object is not a group, a corrupt superblock).
     fn group(&self, node: &Node) -> FsResult<ObjectId> {
         let id = match node.kind {
             NodeKind::Object(id) => id,
             NodeKind::FileRoot { .. } => self.object(node)?,
             _ => return Err(FsError::Errno(libc::ENOTDIR)),
         };
-        if self.kind(node, id)? != ObjectKind::Group {
-            return Err(FsError::Errno(libc::ENOTDIR));
+        let kind = self.kind(node, id)?;
+        if kind == ObjectKind::Group {
+            return Ok(id);
         }
-        Ok(id)
+        if node.is_file_root() {
+            return Err(FsError::model(
+                &node.path,
+                crate::Error::corrupt(
+                    "root group",
+                    id.0,
+                    format!("the superblock's root object is a {kind:?}, not a group"),
+                ),
+            ));
+        }
+        Err(FsError::Errno(libc::ENOTDIR))
     }
 
     /// The inode of `link` in the group of `node`; `None` (and a log line, once) for links
