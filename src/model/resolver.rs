@@ -143,8 +143,9 @@ struct Slot {
     /// The last handle opened, while anyone still holds it (a file closed by the bound but
     /// still in use is taken back rather than opened twice).
     last: Mutex<Option<WeakHandle>>,
-    /// Why it could not be opened, once that is known (not retried).
-    failed: Mutex<Option<Arc<str>>>,
+    /// Why it could not be opened, once that is known (not retried): the error itself, so
+    /// its class and the address it names stay.
+    failed: Mutex<Option<Error>>,
     /// Its open file is owned by a library user's [`File::open`] (which owns this resolver):
     /// held here weakly only, so the two do not keep each other alive.
     owned: std::sync::atomic::AtomicBool,
@@ -586,14 +587,13 @@ impl Resolver {
         if let Some(h) = self.cached(idx, &slot) {
             return Ok(h);
         }
-        let failed = |why: &str| remembered(slot.kind, why);
-        if let Some(why) = slot
+        if let Some(e) = slot
             .failed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
         {
-            return Err(failed(&why));
+            return Err(e);
         }
         let _one = slot.opening.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = self.cached(idx, &slot) {
@@ -623,8 +623,7 @@ impl Resolver {
                 // A file that does not open is not tried again for every request: its
                 // error stands until the file is forgotten (a refresh saw it change).
                 if !matches!(e, Error::Io { .. } | Error::Open { .. }) {
-                    *slot.failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(e.to_string().into());
+                    *slot.failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.clone());
                 }
                 return Err(e);
             }
@@ -680,20 +679,6 @@ fn object_of_origin(path: &Path) -> Located {
     Located {
         canonical: path.clone(),
         path,
-    }
-}
-
-/// A remembered open failure: the class is lost with the text, so one that named an
-/// unsupported feature says so again; the rest are I/O.
-fn remembered(kind: Kind, why: &str) -> Error {
-    let what = match kind {
-        Kind::Hdf5 => "HDF5 file",
-        Kind::Raw => "external data file",
-    };
-    if why.starts_with("unsupported") {
-        Error::unsupported(what, why)
-    } else {
-        Error::corrupt(what, 0, why)
     }
 }
 
