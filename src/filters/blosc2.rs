@@ -22,7 +22,7 @@
 //! one. A stream is an i32 size then codec data; size 0 is a run of zeros, a negative size
 //! with a token byte whose bit 0 is set is a run of the byte `-size`, and a size equal to
 //! the stream length means stored raw. Each decoded block then runs the filters last to
-//! first: byte shuffle (`meta + 1` times), bit shuffle, delta (XOR with the previous element
+//! first: byte shuffle (`meta + 1` times, done in one pass), bit shuffle, delta (XOR with the previous element
 //! in block 0 and with block 0 elsewhere) and truncate-precision (nothing to undo).
 //!
 //! Multi-dimensional HDF5 chunks are written as a *b2nd* array (metalayer `"b2nd"`: shape,
@@ -485,10 +485,9 @@ fn decode_chunk(src: &[u8], limit: usize, what: &str) -> Result<Vec<u8>, String>
             match filters[i] {
                 0 | 4 => {}
                 1 => {
-                    for _ in 0..=filters_meta[i] {
-                        shuffle::unshuffle(block, tmp, typesize);
-                        block.copy_from_slice(tmp);
-                    }
+                    let rounds = u32::from(filters_meta[i]) + 1;
+                    shuffle::unshuffle_rounds(block, tmp, typesize, rounds);
+                    block.copy_from_slice(tmp);
                 }
                 2 => {
                     let n = bsize / typesize;

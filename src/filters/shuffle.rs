@@ -43,6 +43,52 @@ pub fn unshuffle(src: &[u8], dst: &mut [u8], elem: usize) {
     dst[body..].copy_from_slice(&src[body..]);
 }
 
+/// `rounds` byte unshuffles of `src` into `dst` (Blosc2's shuffle filter with a meta byte
+/// repeats it up to 256 times per filter slot) in one pass, whatever `rounds` is: a hostile
+/// chunk cannot make the work grow with it.
+///
+/// One unshuffle sends the byte at `s = b·n + j` of the body (`n` elements of `elem` bytes,
+/// plane `b`, element `j`) to `j·elem + b`, which is `s·elem` modulo `body − 1` (the last
+/// byte stays). So `rounds` of them send it to `s·elemʳ` modulo `body − 1`: one multiplier,
+/// stepped by addition along `s`. The tail past the last whole element is left in place.
+pub fn unshuffle_rounds(src: &[u8], dst: &mut [u8], elem: usize, rounds: u32) {
+    assert_eq!(src.len(), dst.len(), "unshuffle buffers differ in length");
+    if rounds <= 1 || elem <= 1 {
+        return if rounds == 0 {
+            dst.copy_from_slice(src)
+        } else {
+            unshuffle(src, dst, elem)
+        };
+    }
+    let body = src.len() / elem * elem;
+    dst[body..].copy_from_slice(&src[body..]);
+    if body < 2 {
+        dst[..body].copy_from_slice(&src[..body]);
+        return;
+    }
+    let m = (body - 1) as u128;
+    let mut mult: u128 = 1;
+    let (mut base, mut e) = (elem as u128 % m, rounds);
+    while e > 0 {
+        if e & 1 == 1 {
+            mult = mult * base % m;
+        }
+        base = base * base % m;
+        e >>= 1;
+    }
+    // Both below body - 1 < 2^63, so their sum does not overflow.
+    let (m, step) = (body - 1, mult as usize);
+    let mut d = 0usize;
+    for &x in &src[..m] {
+        dst[d] = x;
+        d += step;
+        if d >= m {
+            d -= m;
+        }
+    }
+    dst[m] = src[m];
+}
+
 /// Elements of `N` <= 8 bytes, each built as a little-endian word from its plane bytes.
 fn unshuffle_word<const N: usize>(src: &[u8], dst: &mut [u8]) {
     let n = src.len() / N;
@@ -104,6 +150,45 @@ pub fn shuffle(src: &[u8], dst: &mut [u8], elem: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_rounds_in_one_pass_equal_repeated_unshuffles() {
+        for elem in [2usize, 3, 4, 5, 8, 16, 17] {
+            for len in [
+                0usize,
+                1,
+                2,
+                elem,
+                elem + 1,
+                7 * elem,
+                7 * elem + 3,
+                1000,
+                4096,
+            ] {
+                let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+                let mut want = src.clone();
+                for rounds in 0u32..=12 {
+                    let mut got = vec![0; len];
+                    unshuffle_rounds(&src, &mut got, elem, rounds);
+                    assert_eq!(got, want, "elem {elem} len {len} rounds {rounds}");
+                    let mut next = vec![0; len];
+                    unshuffle(&want, &mut next, elem);
+                    want = next;
+                }
+            }
+        }
+        // 256 rounds of a 1 MiB block take one pass.
+        let src: Vec<u8> = (0..1 << 20).map(|i| i as u8).collect();
+        let mut once = vec![0; src.len()];
+        unshuffle_rounds(&src, &mut once, 4, 256);
+        let mut slow = src.clone();
+        let mut tmp = vec![0; src.len()];
+        for _ in 0..256 {
+            unshuffle(&slow, &mut tmp, 4);
+            std::mem::swap(&mut slow, &mut tmp);
+        }
+        assert_eq!(once, slow);
+    }
 
     #[test]
     fn round_trip_all_sizes_and_odd_lengths() {
