@@ -30,6 +30,9 @@ import numpy as np
 import tifffile
 from PIL import Image, UnidentifiedImageError
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import views_check  # noqa: E402
+
 GDAL_PY = "/usr/bin/python3"
 # Never-written stacks too large to compare whole, and their fill values: /huge (4.4 GB) is
 # BigTIFF without the hook; /many has a million pages, so tifffile is not asked to walk all its
@@ -58,17 +61,12 @@ print(json.dumps(out))
 """
 
 
-class Checker:
+class Checker(views_check.Checker):
+    """The view checks' tally, with the cases a reader could not be asked about."""
+
     def __init__(self):
-        self.failures = []
-        self.counts = {}
+        super().__init__()
         self.skipped = []
-
-    def ok(self, what):
-        self.counts[what] = self.counts.get(what, 0) + 1
-
-    def fail(self, where, msg):
-        self.failures.append(f"{where}: {msg}")
 
 
 def gets_tif(ds):
