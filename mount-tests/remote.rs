@@ -380,6 +380,12 @@ struct FaultProxy {
 
 impl FaultProxy {
     fn start(upstream: u16, fail: usize, truncate: bool) -> FaultProxy {
+        Self::start_for(upstream, fail, truncate, false)
+    }
+
+    /// Like [`FaultProxy::start`], the faults only for GETs of several ranges when
+    /// `multi_only`.
+    fn start_for(upstream: u16, fail: usize, truncate: bool, multi_only: bool) -> FaultProxy {
         use std::io::{Read, Write};
         use std::net::{TcpListener, TcpStream};
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -401,7 +407,11 @@ impl FaultProxy {
                     continue;
                 };
                 first.truncate(k);
-                let faulty = f.load(Ordering::Relaxed) < fail;
+                let multi = String::from_utf8_lossy(&first)
+                    .to_ascii_lowercase()
+                    .lines()
+                    .any(|l| l.starts_with("range:") && l.contains(','));
+                let faulty = f.load(Ordering::Relaxed) < fail && (multi || !multi_only);
                 if faulty && !truncate {
                     f.fetch_add(1, Ordering::Relaxed);
                     let _ = client.write_all(
@@ -484,6 +494,23 @@ fn answers_503_and_cut_short_are_retried_then_served() {
 }
 
 #[test]
+fn gets_of_several_ranges_answered_503_or_cut_short_are_retried_then_served() {
+    let Some(ng) = Nginx::start(&remote_fixtures(), 0) else {
+        return;
+    };
+    let local = Mount::background(&remote_fixtures().join("layout.h5"), &[]);
+    let want = walk(local.path());
+    for truncate in [false, true] {
+        let proxy = FaultProxy::start_for(ng.port(), 3, truncate, true);
+        let m = Mount::background(Path::new(&proxy.url("layout.h5")), &[]);
+        assert_eq!(walk(m.path()), want, "truncate={truncate}");
+        assert_eq!(proxy.faults(), 3, "faults injected, truncate={truncate}");
+        let s = stats(&m);
+        assert_eq!(s["remote_failures"], 0, "{s:?}");
+    }
+}
+
+#[test]
 fn a_server_slower_than_the_request_timeout_is_an_error_within_the_bound() {
     // Every request waits 3 s at the server; requests may take 1 s, retries 2 s in all.
     let Some(ng) = Nginx::start(&data_dir(), 3000) else {
@@ -515,10 +542,12 @@ fn remote_fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/remote")
 }
 
-/// Page size of the remote read engine (src/io/pages.rs): what one GET fetches at least.
+/// Blocks in which make_remote.py placed apart what the tests count: a metadata miss of the
+/// remote read engine fetches one such aligned block (src/io/remote.rs, `META_UNIT`), a
+/// data miss or a prefetch the engine's smaller pages within it.
 const PAGE: u64 = 64 << 10;
-/// Gap (in pages) across which the pages of one prefetch are still fetched by one GET.
-const MERGE_GAP_PAGES: u64 = 2;
+/// The engine's page (src/io/pages.rs).
+const ENGINE_PAGE: u64 = 16 << 10;
 
 /// `layout.json`: where make_remote.py put the things the tests count.
 struct Layout {
@@ -603,16 +632,12 @@ fn no_kernel_readahead(f: &fs::File) {
     assert_eq!(rc, 0, "posix_fadvise(RANDOM)");
 }
 
-#[test]
-fn listing_a_group_fetches_its_childrens_headers_in_one_round_trip() {
+/// `ls -l` of `/g` through `ng` (every request held 500 ms); the header addresses, the GETs
+/// it took (nginx's log) and a description for messages.
+fn list_g(ng: &Nginx) -> (Vec<u64>, Vec<servers::Logged>, String) {
     let fx = Layout::load();
     let heads = fx.headers();
     assert!(heads.len() >= 10);
-    // Every request waits 500 ms at the server: requests sent one after the other would
-    // start after the previous one ended, which the log shows.
-    let Some(ng) = Nginx::start(&remote_fixtures(), 500) else {
-        return;
-    };
     let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
     let skip = ng.logged().len();
     let before = stats(&m);
@@ -637,44 +662,98 @@ fn listing_a_group_fetches_its_childrens_headers_in_one_round_trip() {
         "{text}"
     );
     let after = stats(&m);
-
-    // The headers' pages, and the runs they make (pages closer than the merge gap are one
-    // GET): the most GETs the listing may take, whatever the number of datasets.
-    let mut pages: Vec<u64> = heads.values().map(|a| a / PAGE).collect();
-    pages.sort_unstable();
-    pages.dedup();
-    let runs = 1 + pages
-        .windows(2)
-        .filter(|w| w[1] - w[0] > MERGE_GAP_PAGES + 1)
-        .count() as u64;
-    let gets = gets_after(&ng, skip);
-    let shown = format!("header pages {pages:?}, GETs {gets:#?}, stats {after:?}");
-    let n = delta(&before, &after, "remote_gets");
-    assert!(
-        n >= 1 && n <= runs,
-        "{n} GETs for {runs} runs of pages: {shown}"
+    let gets = gets_after(ng, skip);
+    let mut addrs: Vec<u64> = heads.values().copied().collect();
+    addrs.sort_unstable();
+    let shown = format!("headers at {addrs:?}, GETs {gets:#?}, stats {after:?}");
+    assert_eq!(
+        gets.len() as u64,
+        delta(&before, &after, "remote_gets"),
+        "{shown}"
     );
-    assert_eq!(gets.len() as u64, n, "{shown}");
     assert!(delta(&before, &after, "remote_merged") > 0, "{shown}");
-    // Each GET fetched header pages, and together they fetched them all.
-    for p in &pages {
+    // Every header was in a range fetched, and every range fetched held a header.
+    let served: Vec<(u64, u64)> = gets
+        .iter()
+        .filter(|g| g.status == 206)
+        .flat_map(|g| g.ranges.iter().copied())
+        .collect();
+    for a in &addrs {
         assert!(
-            gets.iter().any(|g| {
-                let (a, b) = pages_of(g);
-                a <= *p && *p <= b
-            }),
-            "page {p} not fetched: {shown}"
+            served.iter().any(|(s, e)| s <= a && a <= e),
+            "header at {a} not fetched: {shown}"
         );
     }
-    for g in &gets {
-        let (a, b) = pages_of(g);
-        assert!(pages.iter().any(|p| a <= *p && *p <= b), "{g:?}: {shown}");
+    for (s, e) in &served {
+        assert!(
+            addrs.iter().any(|a| s <= a && a <= e),
+            "range {s}-{e} holds no header: {shown}"
+        );
     }
-    // One round trip: every GET started before the first of them ended.
-    let first_end = gets.iter().map(|g| g.end_ms).min().unwrap();
+    // One round trip: every GET answered with bytes started before the first of them
+    // ended.
+    let answered: Vec<&servers::Logged> = gets.iter().filter(|g| g.status == 206).collect();
+    let first_end = answered.iter().map(|g| g.end_ms).min().unwrap();
     assert!(
-        gets.iter().all(|g| g.start_ms < first_end),
+        answered.iter().all(|g| g.start_ms < first_end),
         "GETs waited for each other: {shown}"
+    );
+    (addrs, gets, shown)
+}
+
+#[test]
+fn listing_a_group_fetches_its_childrens_headers_in_one_round_trip() {
+    // Every request waits 500 ms at the server: requests sent one after the other would
+    // start after the previous one ended, which the log shows.
+    let Some(ng) = Nginx::start(&remote_fixtures(), 500) else {
+        return;
+    };
+    let (addrs, gets, shown) = list_g(&ng);
+    // The headers lie in two runs of blocks apart: one GET of several ranges, each range the
+    // engine's pages around a header (no gap between two headers fetched).
+    assert_eq!(gets.len(), 1, "{shown}");
+    let g = &gets[0];
+    assert_eq!(g.status, 206, "{shown}");
+    assert!(g.ranges.len() >= 2, "{shown}");
+    for (s, e) in &g.ranges {
+        assert_eq!(s % ENGINE_PAGE, 0, "{shown}");
+        let pages = (e + 1).div_ceil(ENGINE_PAGE) - s / ENGINE_PAGE;
+        let held = addrs.iter().filter(|a| s <= *a && *a <= e).count() as u64;
+        assert!(
+            pages <= 2 * held,
+            "range {s}-{e}: {pages} pages for {held} headers: {shown}"
+        );
+    }
+}
+
+#[test]
+fn a_server_that_serves_one_range_per_get_gets_one_get_per_run() {
+    let Some(ng) = Nginx::start_one_range(&remote_fixtures(), 500) else {
+        return;
+    };
+    let (addrs, gets, shown) = list_g(&ng);
+    // The first GET asks for several ranges; the server answers the whole file, which the
+    // mount does not read but refuses; then one GET per run of pages, each of one range,
+    // sent together (checked by list_g).
+    assert!(gets[0].ranges.len() >= 2, "{shown}");
+    assert_eq!(gets[0].status, 200, "{shown}");
+    // The runs of pages the headers' hints (4 KiB each) touch, the gaps between them not
+    // fetched (the hint was sent for GETs of several ranges).
+    let mut pages: Vec<u64> = addrs
+        .iter()
+        .flat_map(|a| a / ENGINE_PAGE..=(a + 4095) / ENGINE_PAGE)
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let runs = 1 + pages.windows(2).filter(|w| w[1] > w[0] + 1).count();
+    let rest = &gets[1..];
+    assert!(
+        !rest.is_empty() && rest.len() <= runs,
+        "{runs} runs: {shown}"
+    );
+    assert!(
+        rest.iter().all(|g| g.ranges.len() == 1 && g.status == 206),
+        "{shown}"
     );
 }
 

@@ -558,6 +558,8 @@ pub struct Logged {
     pub uri: String,
     /// The `Range` header's first range (`bytes=A-B`, both ends inclusive), if any.
     pub range: Option<(u64, u64)>,
+    /// All its ranges (a GET of several ranges: `bytes=A-B,C-D,...`), both ends inclusive.
+    pub ranges: Vec<(u64, u64)>,
     /// When nginx read the request's first bytes and when it logged the answer (after its
     /// last write), in milliseconds of the Unix epoch, both from nginx's clock.
     pub start_ms: u64,
@@ -569,6 +571,17 @@ impl Nginx {
     /// (the echo module's `echo_sleep`). None (after saying why) when nginx or, for a delay,
     /// its echo module is not installed.
     pub fn start(root: &Path, delay_ms: u32) -> Option<Nginx> {
+        Self::start_with(root, delay_ms, "")
+    }
+
+    /// [`Nginx::start`] for a server that answers a request for several byte ranges with
+    /// the whole file (`max_ranges 1`), as some servers and proxies do.
+    pub fn start_one_range(root: &Path, delay_ms: u32) -> Option<Nginx> {
+        Self::start_with(root, delay_ms, "max_ranges 1;")
+    }
+
+    /// [`Nginx::start`] with `extra` directives in the server block.
+    fn start_with(root: &Path, delay_ms: u32, extra: &str) -> Option<Nginx> {
         let Some(bin) = nginx_binary() else {
             return unavailable("nginx", "no nginx binary found");
         };
@@ -587,7 +600,7 @@ impl Nginx {
             .unwrap_or_else(|e| panic!("nginx root {}: {e}", root.display()));
         for attempt in 1..=START_ATTEMPTS {
             let started = Instant::now();
-            match Self::try_start(&bin, &root, delay_ms, echo.as_deref()) {
+            match Self::try_start(&bin, &root, delay_ms, echo.as_deref(), extra) {
                 Ok(n) => {
                     eprintln!(
                         "nginx (delay {delay_ms} ms) on port {} ready in {:?}",
@@ -611,6 +624,7 @@ impl Nginx {
         root: &Path,
         delay_ms: u32,
         echo: Option<&Path>,
+        extra: &str,
     ) -> Result<Nginx, String> {
         let dir = tempfile::Builder::new()
             .prefix("h5mount-nginx")
@@ -664,6 +678,7 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root \"{root}\";
+        {extra}
         location / {{
             limit_except GET HEAD {{ deny all; }}
             {serve}
@@ -893,15 +908,23 @@ fn parse_logged(line: &str) -> Logged {
     let mut times = parts[6].split_whitespace();
     let end_ms = ms(times.next().unwrap_or_else(|| bad(line)));
     let took = ms(times.next().unwrap_or_else(|| bad(line)));
-    let range = parts[7].strip_prefix("bytes=").and_then(|r| {
-        let (a, b) = r.split(',').next()?.split_once('-')?;
-        Some((a.parse().ok()?, b.parse().ok()?))
-    });
+    let ranges: Vec<(u64, u64)> = parts[7]
+        .strip_prefix("bytes=")
+        .map(|r| {
+            r.split(',')
+                .filter_map(|one| {
+                    let (a, b) = one.split_once('-')?;
+                    Some((a.parse().ok()?, b.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Logged {
         method,
         status,
         uri,
-        range,
+        range: ranges.first().copied(),
+        ranges,
         start_ms: end_ms - took,
         end_ms,
     }

@@ -3,6 +3,8 @@
 //! length widths, and the two checksums the format uses.
 
 pub mod aws_profile;
+#[cfg(feature = "remote")]
+pub mod byteranges;
 pub mod checksum;
 pub mod cursor;
 pub mod pages;

@@ -18,8 +18,9 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use lru::LruCache;
 
-/// Page size.
-pub const PAGE: u64 = 64 << 10;
+/// Page size: small, so scattered pieces cost little more than their bytes; callers fetch
+/// more around a miss where more is likely to be read (see `remote`).
+pub const PAGE: u64 = 16 << 10;
 
 /// A page: the number of its object (sources sharing one cache) and its index.
 type Key = (u64, u64);
