@@ -10,8 +10,8 @@
 //! loader that panics completes its slot with an error through a drop guard, so waiters never
 //! hang. Hits clone an `Arc<[u8]>`: the chunk bytes are never copied by the cache.
 //!
-//! Memory. Each entry costs its bytes plus [`ENTRY_OVERHEAD`] for its bookkeeping, so a file
-//! of tiny chunks cannot hold more memory than the budget says. A loader holds a
+//! Memory. Each entry costs its bytes plus `ENTRY_OVERHEAD` (160 bytes) for its
+//! bookkeeping, so a file of tiny chunks cannot hold more memory than the budget says. A loader holds a
 //! [`Reservation`] while it decodes: its bytes (the result buffer
 //! and the decoder's intermediate buffers) count against the capacity like cached chunks, so
 //! cached plus in-flight bytes stay within the budget however many threads decode at once.
@@ -46,7 +46,7 @@ pub struct CacheStats {
     pub misses: u64,
     /// Entries dropped to respect the byte bound.
     pub evictions: u64,
-    /// Bytes currently held: the chunks' bytes plus [`ENTRY_OVERHEAD`] each.
+    /// Bytes currently held: the chunks' bytes plus `ENTRY_OVERHEAD` each.
     pub bytes: u64,
     /// Entries currently held.
     pub entries: u64,

@@ -14,7 +14,7 @@
 //! times the base type's size), the check libhdf5 makes too. A larger collection is valid (one
 //! holding a single large object; JLD2 grows its collections at the end of the file without a
 //! limit), so its size is only refused when it cannot hold its own header or does not fit in
-//! the file, and it is never read whole by these two. [`GlobalHeapCollection::read`], which
+//! the file, and it is never read whole by these two. `GlobalHeapCollection::read`, which
 //! reads every object, remains for callers that have no expected size.
 
 use std::collections::HashMap;
@@ -56,7 +56,7 @@ pub struct GlobalHeapCollection {
     pub addr: u64,
     /// Size of the collection as its header records it (checked against the file).
     pub size: u64,
-    /// (index, object bytes): every object, filled by [`GlobalHeapCollection::read`] only.
+    /// (index, object bytes): every object, filled by `GlobalHeapCollection::read` (tests only).
     pub objects: Vec<(u32, Vec<u8>)>,
     sizes: Sizes,
     /// The first `min(size, WINDOW)` bytes of the collection.

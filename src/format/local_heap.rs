@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::io::{Cursor, Sizes, Storage, UNDEFINED_ADDR};
 
 /// A local heap (spec "III.D Disk Format: Level 1D - Local Heaps"), with its data segment
-/// loaded ([`LocalHeap::read`], [`LocalHeap::read_for`] for a small enough segment) or not
+/// loaded (`LocalHeap::read` in tests, [`LocalHeap::read_for`] for a small enough segment) or not
 /// ([`LocalHeap::open`]).
 #[derive(Clone, Debug)]
 pub struct LocalHeap {
@@ -177,7 +177,7 @@ impl LocalHeap {
     }
 
     /// The NUL-terminated string at `offset` in the loaded data segment (without the NUL).
-    /// Used with [`LocalHeap::read`]; [`LocalHeap::string`] also serves a heap not loaded.
+    /// Used with `LocalHeap::read` (tests); [`LocalHeap::string`] also serves a heap not loaded.
     pub fn string_at(&self, offset: u64) -> Result<&[u8]> {
         if !self.loaded {
             return Err(Error::corrupt(

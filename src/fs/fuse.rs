@@ -14,7 +14,7 @@
 //! which of those cached entries, attributes and pages to drop.
 //!
 //! Built with the `bench-ceiling` feature (benchmarks only), the adapter also serves the
-//! memory-backed file of [`super::ceiling`].
+//! memory-backed file of `fs::ceiling` (feature `bench-ceiling`).
 
 use std::ffi::OsStr;
 use std::io;

@@ -26,7 +26,7 @@
 //!   in the background, ranges with small gaps merged into one GET of at most [`PART`] bytes,
 //!   and the GETs sent in parallel. Behind an HTTP server, short runs (at most
 //!   [`MULTI_RUN`]) go [`MULTI_RANGES`] to a GET of several ranges, answered as
-//!   `multipart/byteranges` ([`byteranges`](super::byteranges)), with no gap fetched between
+//!   `multipart/byteranges` ([`super::byteranges`]), with no gap fetched between
 //!   them; a server that answers such a GET otherwise (the whole object, most often) is not
 //!   sent another, and its answer is not read. S3 serves one range per GET.
 //! - Readahead: data reads that follow each other through the object form a stream. Each
