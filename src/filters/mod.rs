@@ -398,6 +398,18 @@ fn sized(v: Vec<u8>, room: usize) -> Vec<u8> {
     }
 }
 
+/// `v` grown to `n` bytes. Beyond [`SCRATCH_KEEP`], a fresh zeroed vector instead: the
+/// allocator maps such a size as fresh zero pages, which take memory only where the stage
+/// then writes, whereas growing `v` writes every zero. A chunk that claims a huge size but
+/// inflates to little (a damaged or hostile file) then costs what it inflates to.
+fn grown(mut v: Vec<u8>, n: usize) -> Vec<u8> {
+    if n > SCRATCH_KEEP {
+        return vec![0u8; n];
+    }
+    v.resize(n, 0);
+    v
+}
+
 /// `v`, or an empty vector if keeping `v` would hold more than [`SCRATCH_KEEP`].
 fn bounded(v: Vec<u8>) -> Vec<u8> {
     if v.capacity() > SCRATCH_KEEP {
@@ -423,7 +435,7 @@ fn decode_reusing(
     match id {
         ids::DEFLATE => {
             if out.len() < stage.limit {
-                out.resize(stage.limit, 0);
+                out = grown(out, stage.limit);
             }
             let n = deflate::zlib_into(&data, &mut out[..stage.limit])
                 .map_err(|e| deflate::message(e, stage.limit))?;
