@@ -21,6 +21,7 @@
 //! (32017/32024), is reported as [`Error::UnknownFilter`].
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
@@ -224,13 +225,14 @@ impl Pipeline {
             // Both buffers get room for the largest stage up front, so that neither is
             // reallocated (and its old contents copied) when the stages swap them.
             let room = n.max(out.len().saturating_add(STAGE_SLACK));
-            let mut input = sized(std::mem::take(&mut sc.input), room);
-            let mut spare = sized(std::mem::take(&mut sc.spare), room);
+            let (input, spare) = sc.take();
+            let mut input = sized(input, room);
+            let mut spare = sized(spare, room);
             // Growing zeroes only the new tail; a reused buffer is truncated, not cleared.
             input.resize(n, 0);
             storage.read_data(chunk_addr, &mut input, "chunk")?;
             let r = self.decode_with(input, filter_mask, out, chunk_addr, &mut spare);
-            sc.spare = bounded(spare);
+            sc.keep(spare);
             sc.keep(r?);
             Ok(())
         })
@@ -371,16 +373,48 @@ struct Scratch {
     spare: Vec<u8>,
 }
 
+/// Bytes (capacity) of the scratch buffers all threads keep together.
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// Most bytes of scratch buffers kept by all threads together: the two buffers of six
+/// decoding threads (four FUSE threads and the prefetch pool's two, by default) for 1 MiB
+/// chunks. Without it each thread kept up to 4 MiB, 25 MiB by default and 80 MiB for a remote
+/// mount's 16 threads, outside the cache budget; threads beyond it decode into fresh
+/// buffers.
+const SCRATCH_TOTAL: usize = 14 << 20;
+
 impl Scratch {
-    /// Keep `v` for the next chunk if it is larger than what is held (a pipeline of one
-    /// stage that returns its input hands it back here).
+    /// Take both buffers (for one decode); they no longer count as kept.
+    fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
+        let (a, b) = (
+            std::mem::take(&mut self.input),
+            std::mem::take(&mut self.spare),
+        );
+        KEPT.fetch_sub(a.capacity() + b.capacity(), Ordering::Relaxed);
+        (a, b)
+    }
+
+    /// Keep `v` for the next chunk in an empty slot, if it is small enough
+    /// ([`SCRATCH_KEEP`]) and the threads' total allows it; else free it.
     fn keep(&mut self, v: Vec<u8>) {
         let v = bounded(v);
-        if v.capacity() > self.input.capacity() {
-            self.input = v;
-        } else if v.capacity() > self.spare.capacity() {
-            self.spare = v;
+        let n = v.capacity();
+        let slot = match (self.input.capacity(), self.spare.capacity()) {
+            (0, _) => &mut self.input,
+            (_, 0) => &mut self.spare,
+            _ => return,
+        };
+        if n == 0 || KEPT.fetch_add(n, Ordering::Relaxed) + n > SCRATCH_TOTAL {
+            KEPT.fetch_sub(n, Ordering::Relaxed);
+            return;
         }
+        *slot = v;
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        self.take();
     }
 }
 

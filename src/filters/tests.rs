@@ -482,3 +482,43 @@ fn a_chunk_claiming_far_more_than_it_inflates_to_costs_what_it_inflates_to() {
     // Without lazily zeroed stage buffers: 64 MiB, every zero written.
     assert!(rise < 16 << 10, "peak rose by {rise} KiB");
 }
+
+#[test]
+fn threads_together_keep_at_most_the_scratch_total() {
+    use crate::io::source::Memory;
+    use crate::io::Storage;
+    // Twelve threads decode a 1 MiB shuffled, deflated chunk each and stay alive, holding
+    // their scratch buffers: each would keep two of about 1 MiB, 25 MiB in all.
+    let chunk: Vec<u8> = (0..1u32 << 18)
+        .flat_map(|i| (i * 7).to_le_bytes())
+        .collect();
+    let mut shuffled = vec![0u8; chunk.len()];
+    shuffle::shuffle(&chunk, &mut shuffled, 4);
+    let stored = zlib(&shuffled);
+    let storage = Storage::from_source(std::sync::Arc::new(Memory::new(stored.clone(), "mem")));
+    let p = pipeline_of(&[(ids::SHUFFLE, 0, vec![4]), (ids::DEFLATE, 0, vec![4])]);
+    let threads = 12;
+    let decoded = std::sync::Barrier::new(threads + 1);
+    let measured = std::sync::Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut out = vec![0u8; chunk.len()];
+                p.decode_from(&storage, 0, stored.len() as u64, 0, &mut out)
+                    .unwrap();
+                assert!(out == chunk);
+                decoded.wait();
+                measured.wait();
+            });
+        }
+        decoded.wait();
+        let kept = KEPT.load(Ordering::Relaxed);
+        measured.wait();
+        // Not the 25 MiB twelve threads would keep on their own.
+        assert!(kept <= 16 << 20, "{kept} bytes kept");
+        assert!(
+            kept >= 2 << 20,
+            "{kept} bytes kept: the buffers are reused at all"
+        );
+    });
+}
