@@ -368,6 +368,17 @@ fn a_server_back_after_an_outage_serves_what_was_never_fetched() {
     assert!(!harness::pid_gone(pid));
 }
 
+/// The faults a [`FaultProxy`] can inject.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Fault {
+    /// 503 Service Unavailable.
+    Unavailable,
+    /// The upstream answer, cut after its first bytes.
+    Cut,
+    /// 416 Range Not Satisfiable (as some servers answer a GET of several ranges).
+    Refused,
+}
+
 /// A fault-injecting TCP proxy in front of a real server: the first `fail` connections get
 /// a 503 answer (with `truncate`: the first `fail` GETs get the upstream answer cut after its
 /// first bytes), the rest are passed through both ways. Counts the faults it injected; stops
@@ -380,12 +391,17 @@ struct FaultProxy {
 
 impl FaultProxy {
     fn start(upstream: u16, fail: usize, truncate: bool) -> FaultProxy {
-        Self::start_for(upstream, fail, truncate, false)
+        let fault = if truncate {
+            Fault::Cut
+        } else {
+            Fault::Unavailable
+        };
+        Self::start_for(upstream, fail, fault, false)
     }
 
-    /// Like [`FaultProxy::start`], the faults only for GETs of several ranges when
-    /// `multi_only`.
-    fn start_for(upstream: u16, fail: usize, truncate: bool, multi_only: bool) -> FaultProxy {
+    /// Like [`FaultProxy::start`], with the fault `fault`, and only for GETs of several
+    /// ranges when `multi_only`.
+    fn start_for(upstream: u16, fail: usize, fault: Fault, multi_only: bool) -> FaultProxy {
         use std::io::{Read, Write};
         use std::net::{TcpListener, TcpStream};
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -412,10 +428,20 @@ impl FaultProxy {
                     .lines()
                     .any(|l| l.starts_with("range:") && l.contains(','));
                 let faulty = f.load(Ordering::Relaxed) < fail && (multi || !multi_only);
-                if faulty && !truncate {
+                let status: &[u8] = match fault {
+                    Fault::Unavailable => b"503 Service Unavailable",
+                    Fault::Refused => b"416 Range Not Satisfiable",
+                    Fault::Cut => b"",
+                };
+                if faulty && !status.is_empty() {
                     f.fetch_add(1, Ordering::Relaxed);
                     let _ = client.write_all(
-                        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        &[
+                            b"HTTP/1.1 ",
+                            status,
+                            b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        ]
+                        .concat(),
                     );
                     continue;
                 }
@@ -500,14 +526,41 @@ fn gets_of_several_ranges_answered_503_or_cut_short_are_retried_then_served() {
     };
     let local = Mount::background(&remote_fixtures().join("layout.h5"), &[]);
     let want = walk(local.path());
-    for truncate in [false, true] {
-        let proxy = FaultProxy::start_for(ng.port(), 3, truncate, true);
+    for fault in [Fault::Unavailable, Fault::Cut] {
+        let proxy = FaultProxy::start_for(ng.port(), 3, fault, true);
+        let skip = ng.logged().len();
         let m = Mount::background(Path::new(&proxy.url("layout.h5")), &[]);
-        assert_eq!(walk(m.path()), want, "truncate={truncate}");
-        assert_eq!(proxy.faults(), 3, "faults injected, truncate={truncate}");
+        assert_eq!(walk(m.path()), want, "{fault:?}");
+        assert_eq!(proxy.faults(), 3, "faults injected, {fault:?}");
         let s = stats(&m);
         assert_eq!(s["remote_failures"], 0, "{s:?}");
+        // Retried, not given up on: GETs of several ranges reached the server and were
+        // answered with their parts after the faults.
+        let served = gets_after(&ng, skip)
+            .into_iter()
+            .filter(|g| g.ranges.len() > 1 && g.status == 206)
+            .count();
+        assert!(served > 0, "{fault:?}: {s:?}");
     }
+}
+
+#[test]
+fn a_server_that_refuses_several_ranges_gets_one_get_per_run() {
+    // 416 for a GET of several ranges (as some servers answer): the runs are fetched one
+    // GET each, and no GET of several ranges is sent again.
+    let Some(ng) = Nginx::start(&remote_fixtures(), 0) else {
+        return;
+    };
+    let local = Mount::background(&remote_fixtures().join("layout.h5"), &[]);
+    let want = walk(local.path());
+    let proxy = FaultProxy::start_for(ng.port(), usize::MAX, Fault::Refused, true);
+    let skip = ng.logged().len();
+    let m = Mount::background(Path::new(&proxy.url("layout.h5")), &[]);
+    assert_eq!(walk(m.path()), want);
+    let s = stats(&m);
+    assert_eq!(s["remote_failures"], 0, "{s:?}");
+    assert_eq!(proxy.faults(), 1, "GETs of several ranges sent: {s:?}");
+    assert!(gets_after(&ng, skip).iter().all(|g| g.ranges.len() == 1));
 }
 
 #[test]

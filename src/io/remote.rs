@@ -534,8 +534,8 @@ struct Stream {
     span: u64,
 }
 
-/// GETs of several ranges at once, for an object behind an HTTP server (S3 answers only the
-/// first range of such a request): see [`byteranges`](super::byteranges).
+/// GETs of several ranges at once, for an object behind an HTTP server (S3 does not serve
+/// them: it answers with the whole object): see [`byteranges`](super::byteranges).
 struct Multi {
     /// The client `object_store` uses (same options, counted the same way).
     client: HttpClient,
@@ -560,6 +560,30 @@ impl OwnedPart {
             bytes: &self.bytes,
         }
         .cover(r)
+    }
+}
+
+/// What the status of an answer to a GET of several ranges means.
+#[derive(Debug, PartialEq, Eq)]
+enum MultiStatus {
+    /// 206: parts (or one part) follow.
+    Parts,
+    /// Worth another try: throttling, a server error.
+    Again,
+    /// An answer about the object itself, which one GET per range would get too: it
+    /// changed (412), is gone (404, 410) or is refused (401, 403).
+    Final,
+    /// Anything else (200 with the whole object, 416, 400, 501, ...): the server does not
+    /// serve several ranges this way.
+    Unsupported,
+}
+
+fn multi_status(status: u16) -> MultiStatus {
+    match status {
+        206 => MultiStatus::Parts,
+        429 | 500 | 502 | 503 | 504 => MultiStatus::Again,
+        401 | 403 | 404 | 410 | 412 => MultiStatus::Final,
+        _ => MultiStatus::Unsupported,
     }
 }
 
@@ -710,8 +734,17 @@ impl Inner {
             }
             *sent += 1;
             let me = self.clone();
-            let b = std::mem::take(batch);
-            rt.spawn(async move { me.fetch_batch(b).await });
+            let mut b = std::mem::take(batch);
+            if b.len() == 1 {
+                // One run: an ordinary GET, through object_store.
+                let c = b.remove(0);
+                rt.spawn(async move {
+                    let got = me.get_one(c.range(me.len)).await;
+                    me.pages.complete(&c, me.len, got);
+                });
+            } else {
+                rt.spawn(async move { me.fetch_batch(b).await });
+            }
         };
         for c in claims {
             let n = c.range(self.len).end - c.range(self.len).start;
@@ -798,13 +831,14 @@ impl Inner {
         };
         let deadline = Instant::now() + m.retry_total;
         let mut wait = Duration::from_millis(100);
+        // Counted once, as a GET of one range is (its retries show in `net_stats`).
+        self.count(|s| &s.gets, 1);
         loop {
             let got = {
                 let _slot = REQUESTS
                     .acquire()
                     .await
                     .map_err(|e| Some(io_err(&self.url, &shown, e)))?;
-                self.count(|s| &s.gets, 1);
                 log::debug!("{}: {shown}", self.url);
                 self.try_multi(m, ranges).await
             };
@@ -862,24 +896,26 @@ impl Inner {
             .await
             .map_err(|e| MultiFail::Again(e.to_string()))?;
         let status = answer.status().as_u16();
-        match status {
-            206 => {}
-            200 => return Err(MultiFail::Unsupported("200, the whole object".into())),
-            412 => {
-                self.count(|s| &s.changed, 1);
-                return Err(MultiFail::Final(io_err(
-                    &self.url,
-                    "GET of several ranges",
-                    "the object changed since it was mounted (ETag no longer matches)",
-                )));
+        match multi_status(status) {
+            MultiStatus::Parts => {}
+            MultiStatus::Again => return Err(MultiFail::Again(format!("status {status}"))),
+            MultiStatus::Unsupported => {
+                return Err(MultiFail::Unsupported(format!("status {status}")))
             }
-            429 | 500..=599 => return Err(MultiFail::Again(format!("status {status}"))),
-            _ => {
+            MultiStatus::Final => {
+                let why = match status {
+                    412 => {
+                        self.count(|s| &s.changed, 1);
+                        "the object changed since it was mounted (ETag no longer matches)"
+                            .to_string()
+                    }
+                    _ => format!("status {status}"),
+                };
                 return Err(MultiFail::Final(io_err(
                     &self.url,
                     "GET of several ranges",
-                    format!("status {status}"),
-                )))
+                    why,
+                )));
             }
         }
         let header = |name: http::header::HeaderName| {
@@ -890,6 +926,7 @@ impl Inner {
                 .map(str::to_string)
         };
         let separator = header(http::header::CONTENT_TYPE).and_then(|t| byteranges::boundary(&t));
+        let separator_missing = separator.is_none();
         let single = header(http::header::CONTENT_RANGE);
         // What may arrive: the bytes asked for, and room for each part's headers.
         let asked: u64 = ranges.iter().map(|r| r.end - r.start).sum();
@@ -919,22 +956,30 @@ impl Inner {
             }),
             (None, None) => Err("206 without parts".to_string()),
         };
-        // An answer that does not parse: cut short (the connection broke), or a form this
-        // client does not read; the first is retried, the second not sent again.
-        let parts = parts.map_err(|why| {
-            if moved < asked {
-                MultiFail::Again(why)
-            } else {
-                MultiFail::Unsupported(why)
-            }
-        })?;
-        let owned = parts
+        // An answer cut short shows as an error of the body stream above (retried); one
+        // that arrived whole and does not parse is a form this client does not read.
+        let parts = parts.map_err(MultiFail::Unsupported)?;
+        // Only parts that hold a range asked for are kept (a hostile answer of many tiny
+        // parts costs nothing more).
+        let owned: Vec<OwnedPart> = parts
             .into_iter()
+            .filter(|p| ranges.iter().any(|r| p.cover(r).is_some()))
             .map(|p| OwnedPart {
                 start: p.start,
                 bytes: p.bytes.to_vec(),
             })
             .collect();
+        // A server that answers a GET of several ranges with one range (the first, most
+        // often) serves the rest one GET each after it: a round trip more for every batch,
+        // so none is sent to it again.
+        if separator_missing && ranges.len() > 1 {
+            m.on.store(false, Ordering::Relaxed);
+            log::info!(
+                "{}: the server answers GETs of several ranges with one range; one GET per \
+                 range from now on",
+                self.url
+            );
+        }
         Ok((owned, moved))
     }
 
@@ -1026,9 +1071,12 @@ impl Inner {
         // the datasets read (what follows may be data no one reads) it fetches at most that
         // much past them.
         let window = match s.crossed {
-            true => s
-                .window
-                .min((RA_CROSS * s.span).clamp(RA_CROSS_MIN, self.ra_max)),
+            true => s.window.min(
+                RA_CROSS
+                    .saturating_mul(s.span)
+                    .max(RA_CROSS_MIN)
+                    .min(self.ra_max),
+            ),
             false => s.window,
         };
         if forward && (s.streak >= RA_STREAK || large) {
@@ -1438,6 +1486,20 @@ mod tests {
         assert_eq!((h.base(), hp.as_str()), ("https://host:8", "/a/b.h5"));
         assert!(RemoteOrigin::of("https://host", &RemoteOptions::default()).is_err());
         assert!(h.list_now("/a").is_err(), "HTTP has no listing");
+    }
+
+    #[test]
+    fn answers_to_several_ranges_are_classified() {
+        assert_eq!(multi_status(206), MultiStatus::Parts);
+        for s in [429, 500, 502, 503, 504] {
+            assert_eq!(multi_status(s), MultiStatus::Again, "{s}");
+        }
+        for s in [401, 403, 404, 410, 412] {
+            assert_eq!(multi_status(s), MultiStatus::Final, "{s}");
+        }
+        for s in [200, 204, 301, 400, 416, 501, 505] {
+            assert_eq!(multi_status(s), MultiStatus::Unsupported, "{s}");
+        }
     }
 
     #[test]
