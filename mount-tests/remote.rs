@@ -519,21 +519,36 @@ fn answers_503_and_cut_short_are_retried_then_served() {
         .all(|r| r.ends_with(" 200") || r.ends_with(" 206")));
 }
 
+/// nginx serving the remote fixtures, and the walk of a local mount of `layout.h5`.
+fn layout_served() -> Option<(Nginx, BTreeMap<String, String>)> {
+    let ng = Nginx::start(&remote_fixtures(), 0)?;
+    let local = Mount::background(&remote_fixtures().join("layout.h5"), &[]);
+    Some((ng, walk(local.path())))
+}
+
+/// Mount `layout.h5` through `proxy`, check its walk is `want` with no failed request; the
+/// mount's statistics.
+fn walk_layout_through(
+    proxy: &FaultProxy,
+    want: &BTreeMap<String, String>,
+) -> BTreeMap<String, u64> {
+    let m = Mount::background(Path::new(&proxy.url("layout.h5")), &[]);
+    assert_eq!(&walk(m.path()), want);
+    let s = stats(&m);
+    assert_eq!(s["remote_failures"], 0, "{s:?}");
+    s
+}
+
 #[test]
 fn gets_of_several_ranges_answered_503_or_cut_short_are_retried_then_served() {
-    let Some(ng) = Nginx::start(&remote_fixtures(), 0) else {
+    let Some((ng, want)) = layout_served() else {
         return;
     };
-    let local = Mount::background(&remote_fixtures().join("layout.h5"), &[]);
-    let want = walk(local.path());
     for fault in [Fault::Unavailable, Fault::Cut] {
         let proxy = FaultProxy::start_for(ng.port(), 3, fault, true);
         let skip = ng.logged().len();
-        let m = Mount::background(Path::new(&proxy.url("layout.h5")), &[]);
-        assert_eq!(walk(m.path()), want, "{fault:?}");
+        let s = walk_layout_through(&proxy, &want);
         assert_eq!(proxy.faults(), 3, "faults injected, {fault:?}");
-        let s = stats(&m);
-        assert_eq!(s["remote_failures"], 0, "{s:?}");
         // Retried, not given up on: GETs of several ranges reached the server and were
         // answered with their parts after the faults.
         let served = gets_after(&ng, skip)
@@ -548,17 +563,12 @@ fn gets_of_several_ranges_answered_503_or_cut_short_are_retried_then_served() {
 fn a_server_that_refuses_several_ranges_gets_one_get_per_run() {
     // 416 for a GET of several ranges (as some servers answer): the runs are fetched one
     // GET each, and no GET of several ranges is sent again.
-    let Some(ng) = Nginx::start(&remote_fixtures(), 0) else {
+    let Some((ng, want)) = layout_served() else {
         return;
     };
-    let local = Mount::background(&remote_fixtures().join("layout.h5"), &[]);
-    let want = walk(local.path());
     let proxy = FaultProxy::start_for(ng.port(), usize::MAX, Fault::Refused, true);
     let skip = ng.logged().len();
-    let m = Mount::background(Path::new(&proxy.url("layout.h5")), &[]);
-    assert_eq!(walk(m.path()), want);
-    let s = stats(&m);
-    assert_eq!(s["remote_failures"], 0, "{s:?}");
+    let s = walk_layout_through(&proxy, &want);
     assert_eq!(proxy.faults(), 1, "GETs of several ranges sent: {s:?}");
     assert!(gets_after(&ng, skip).iter().all(|g| g.ranges.len() == 1));
 }
@@ -657,7 +667,7 @@ impl Layout {
 /// The first and last page of a logged GET.
 fn pages_of(r: &servers::Logged) -> (u64, u64) {
     let (a, b) = r
-        .range
+        .range()
         .unwrap_or_else(|| panic!("GET without a range: {r:?}"));
     (a / PAGE, b / PAGE)
 }

@@ -285,7 +285,7 @@ fn a_file_with_its_own_pages_is_fetched_in_whole_pages() {
         .logged()
         .iter()
         .filter(|l| l.method == "GET")
-        .filter_map(|l| l.range)
+        .filter_map(|l| l.range())
         .collect();
     assert!(gets.len() > 1, "{gets:?}");
     for &(a, b) in &gets {

@@ -556,14 +556,20 @@ pub struct Logged {
     pub status: u16,
     /// The request target (`/f.h5`).
     pub uri: String,
-    /// The `Range` header's first range (`bytes=A-B`, both ends inclusive), if any.
-    pub range: Option<(u64, u64)>,
-    /// All its ranges (a GET of several ranges: `bytes=A-B,C-D,...`), both ends inclusive.
+    /// The `Range` header's ranges (`bytes=A-B` or, for a GET of several ranges,
+    /// `bytes=A-B,C-D,...`), both ends inclusive.
     pub ranges: Vec<(u64, u64)>,
     /// When nginx read the request's first bytes and when it logged the answer (after its
     /// last write), in milliseconds of the Unix epoch, both from nginx's clock.
     pub start_ms: u64,
     pub end_ms: u64,
+}
+
+impl Logged {
+    /// The first range of the `Range` header, if any.
+    pub fn range(&self) -> Option<(u64, u64)> {
+        self.ranges.first().copied()
+    }
 }
 
 impl Nginx {
@@ -923,7 +929,6 @@ fn parse_logged(line: &str) -> Logged {
         method,
         status,
         uri,
-        range: ranges.first().copied(),
         ranges,
         start_ms: end_ms - took,
         end_ms,

@@ -423,9 +423,11 @@ impl Drop for Scratch {
 /// decoding thread holding two of them cannot add hundreds of MiB beyond the cache budget.
 const SCRATCH_KEEP: usize = (2 << 20) + STAGE_SLACK;
 
-/// `v` if it can hold `room` bytes, else a vector that can.
+/// `v` if it can hold `room` bytes, else a vector that can. Beyond [`SCRATCH_KEEP`], `v`
+/// as it is: such a buffer is not kept anyway, and each stage allocates the size it needs
+/// (see [`grown`]), so reserving room up front would only be allocated and dropped.
 fn sized(v: Vec<u8>, room: usize) -> Vec<u8> {
-    if v.capacity() >= room {
+    if v.capacity() >= room || room > SCRATCH_KEEP {
         v
     } else {
         Vec::with_capacity(room)

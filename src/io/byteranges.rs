@@ -25,10 +25,12 @@
 
 use std::ops::Range;
 
-/// The bytes of one part of an answer, starting at `start` in the object.
+/// The bytes of one part of an answer, starting at `start` in the object and at `at` in the
+/// answer's body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part<'a> {
     pub start: u64,
+    pub at: usize,
     pub bytes: &'a [u8],
 }
 
@@ -168,6 +170,7 @@ pub fn parse<'a>(body: &'a [u8], boundary: &str, len: u64) -> Result<Vec<Part<'a
             .ok_or("a part is longer than what arrived of the answer")? as usize;
         parts.push(Part {
             start: range.start,
+            at,
             bytes: &body[at..stop],
         });
         at = skip_line_end(body, stop).ok_or("a part's bytes not followed by a line break")?;
@@ -284,13 +287,9 @@ mod tests {
         );
         let parts = parse(&body, "00000000000000000002", 1000).unwrap();
         assert_eq!(parts.len(), 2);
-        assert_eq!(
-            parts[0],
-            Part {
-                start: 0,
-                bytes: b"0123456789"
-            }
-        );
+        assert_eq!(parts[0].start, 0);
+        assert_eq!(parts[0].bytes, b"0123456789");
+        assert_eq!(&body[parts[1].at..parts[1].at + 8], parts[1].bytes);
         assert_eq!(parts[1].start, 100);
         assert_eq!(parts[1].bytes, b"ab\r\n--00");
         assert_eq!(parts[0].cover(&(2..5)), Some(&b"234"[..]));
@@ -333,6 +332,7 @@ mod tests {
             parts,
             vec![Part {
                 start: 3,
+                at: 33,
                 bytes: b"abc"
             }]
         );

@@ -547,19 +547,24 @@ struct Multi {
     retry_total: Duration,
 }
 
-/// One part of an answer to a GET of several ranges.
-struct OwnedPart {
-    start: u64,
-    bytes: Vec<u8>,
+/// The answer to a GET of several ranges: its body, and where each part's bytes lie in it
+/// (their first byte in the object, their range in the body).
+struct Answer {
+    body: Vec<u8>,
+    parts: Vec<(u64, Range<usize>)>,
 }
 
-impl OwnedPart {
+impl Answer {
+    /// The bytes of `r` if one part holds all of them.
     fn cover(&self, r: &Range<u64>) -> Option<&[u8]> {
-        byteranges::Part {
-            start: self.start,
-            bytes: &self.bytes,
-        }
-        .cover(r)
+        self.parts.iter().find_map(|(start, at)| {
+            byteranges::Part {
+                start: *start,
+                at: at.start,
+                bytes: &self.body[at.clone()],
+            }
+            .cover(r)
+        })
     }
 }
 
@@ -737,13 +742,9 @@ impl Inner {
             let mut b = std::mem::take(batch);
             if b.len() == 1 {
                 // One run: an ordinary GET, through object_store.
-                let c = b.remove(0);
-                rt.spawn(async move {
-                    let got = me.get_one(c.range(me.len)).await;
-                    me.pages.complete(&c, me.len, got);
-                });
+                rt.spawn(me.fetch_one(b.remove(0)));
             } else {
-                rt.spawn(async move { me.fetch_batch(b).await });
+                rt.spawn(me.fetch_batch(b));
             }
         };
         for c in claims {
@@ -758,14 +759,16 @@ impl Inner {
                 continue;
             }
             sent += 1;
-            let me = self.clone();
-            rt.spawn(async move {
-                let got = me.get_one(c.range(me.len)).await;
-                me.pages.complete(&c, me.len, got);
-            });
+            rt.spawn(self.clone().fetch_one(c));
         }
         flush(&mut batch, &mut sent);
         sent
+    }
+
+    /// Fetch the pages of claim `c` with one GET of one range.
+    async fn fetch_one(self: Arc<Self>, c: Claim) {
+        let got = self.get_one(c.range(self.len)).await;
+        self.pages.complete(&c, self.len, got);
     }
 
     /// Whether GETs of several ranges are worth sending.
@@ -781,9 +784,9 @@ impl Inner {
         let ranges: Vec<Range<u64>> = batch.iter().map(|c| c.range(self.len)).collect();
         let mut rest = Vec::new();
         match self.get_multi(&ranges).await {
-            Ok(parts) => {
+            Ok(answer) => {
                 for (c, r) in batch.into_iter().zip(&ranges) {
-                    match parts.iter().find_map(|p| p.cover(r)) {
+                    match answer.cover(r) {
                         Some(b) => self.pages.complete(&c, self.len, Ok(b.to_vec())),
                         None => rest.push(c),
                     }
@@ -797,14 +800,10 @@ impl Inner {
                 }
             }
         }
-        let mut left = Vec::new();
-        for c in rest {
-            let me = self.clone();
-            left.push(tokio::spawn(async move {
-                let got = me.get_one(c.range(me.len)).await;
-                me.pages.complete(&c, me.len, got);
-            }));
-        }
+        let left: Vec<_> = rest
+            .into_iter()
+            .map(|c| tokio::spawn(self.clone().fetch_one(c)))
+            .collect();
         for l in left {
             let _ = l.await;
         }
@@ -813,10 +812,7 @@ impl Inner {
     /// One GET of several `ranges` (with `If-Match`), retried with backoff as
     /// `object_store` retries; the parts of the answer, `Err(None)` when the server does not
     /// answer such requests with parts (from then on none is sent to it).
-    async fn get_multi(
-        &self,
-        ranges: &[Range<u64>],
-    ) -> Result<Vec<OwnedPart>, Option<std::io::Error>> {
+    async fn get_multi(&self, ranges: &[Range<u64>]) -> Result<Answer, Option<std::io::Error>> {
         let Some(m) = &self.multi else {
             return Err(None);
         };
@@ -843,18 +839,12 @@ impl Inner {
                 self.try_multi(m, ranges).await
             };
             match got {
-                Ok((parts, moved)) => {
-                    self.count(|s| &s.bytes, moved);
-                    return Ok(parts);
+                Ok(answer) => {
+                    self.count(|s| &s.bytes, answer.body.len() as u64);
+                    return Ok(answer);
                 }
                 Err(MultiFail::Unsupported(why)) => {
-                    if m.on.swap(false, Ordering::Relaxed) {
-                        log::info!(
-                            "{}: the server does not answer GETs of several ranges with \
-                             parts ({why}); one GET per range from now on",
-                            self.url
-                        );
-                    }
+                    self.stop_multi(m, &why);
                     return Err(None);
                 }
                 Err(MultiFail::Final(e)) => {
@@ -873,12 +863,19 @@ impl Inner {
         }
     }
 
-    /// Send one GET of several ranges and read its answer: the parts and the bytes moved.
-    async fn try_multi(
-        &self,
-        m: &Multi,
-        ranges: &[Range<u64>],
-    ) -> Result<(Vec<OwnedPart>, u64), MultiFail> {
+    /// Send no more GETs of several ranges to this server (said once in the log).
+    fn stop_multi(&self, m: &Multi, why: &str) {
+        if m.on.swap(false, Ordering::Relaxed) {
+            log::info!(
+                "{}: the server does not serve GETs of several ranges as parts ({why}); one \
+                 GET per range from now on",
+                self.url
+            );
+        }
+    }
+
+    /// Send one GET of several ranges and read its answer.
+    async fn try_multi(&self, m: &Multi, ranges: &[Range<u64>]) -> Result<Answer, MultiFail> {
         use futures_util::StreamExt;
         let mut req = http::Request::builder()
             .method(http::Method::GET)
@@ -926,7 +923,6 @@ impl Inner {
                 .map(str::to_string)
         };
         let separator = header(http::header::CONTENT_TYPE).and_then(|t| byteranges::boundary(&t));
-        let separator_missing = separator.is_none();
         let single = header(http::header::CONTENT_RANGE);
         // What may arrive: the bytes asked for, and room for each part's headers.
         let asked: u64 = ranges.iter().map(|r| r.end - r.start).sum();
@@ -943,6 +939,7 @@ impl Inner {
             body.extend_from_slice(&piece);
         }
         let moved = body.len() as u64;
+        let one_range = separator.is_none();
         let parts = match (separator, single) {
             (Some(sep), _) => byteranges::parse(&body, &sep, self.len),
             (None, Some(range)) => byteranges::content_range(&range).and_then(|(r, total)| {
@@ -951,6 +948,7 @@ impl Inner {
                 }
                 Ok(vec![byteranges::Part {
                     start: r.start,
+                    at: 0,
                     bytes: &body[..],
                 }])
             }),
@@ -960,27 +958,19 @@ impl Inner {
         // that arrived whole and does not parse is a form this client does not read.
         let parts = parts.map_err(MultiFail::Unsupported)?;
         // Only parts that hold a range asked for are kept (a hostile answer of many tiny
-        // parts costs nothing more).
-        let owned: Vec<OwnedPart> = parts
-            .into_iter()
+        // parts costs nothing more); each as where its bytes lie in the body.
+        let kept: Vec<(u64, Range<usize>)> = parts
+            .iter()
             .filter(|p| ranges.iter().any(|r| p.cover(r).is_some()))
-            .map(|p| OwnedPart {
-                start: p.start,
-                bytes: p.bytes.to_vec(),
-            })
+            .map(|p| (p.start, p.at..p.at + p.bytes.len()))
             .collect();
         // A server that answers a GET of several ranges with one range (the first, most
         // often) serves the rest one GET each after it: a round trip more for every batch,
         // so none is sent to it again.
-        if separator_missing && ranges.len() > 1 {
-            m.on.store(false, Ordering::Relaxed);
-            log::info!(
-                "{}: the server answers GETs of several ranges with one range; one GET per \
-                 range from now on",
-                self.url
-            );
+        if one_range {
+            self.stop_multi(m, "it answered one range");
         }
-        Ok((owned, moved))
+        Ok(Answer { body, parts: kept })
     }
 
     /// Follow the stream that a read of `offset..end` belongs to, and fetch ahead of it.
