@@ -8,7 +8,7 @@
 //! published to every waiter; a success is inserted into the LRU if it fits, an error is handed
 //! to the waiters (errors are `Clone`, the I/O error inside shared) and never cached. A
 //! loader that panics completes its slot with an error through a drop guard, so waiters never
-//! hang. Hits clone an `Arc<[u8]>`: the chunk bytes are never copied by the cache.
+//! hang. Hits clone a [`ChunkBytes`]: the chunk bytes are never copied by the cache.
 //!
 //! Memory. Each entry costs its bytes plus `ENTRY_OVERHEAD` (160 bytes) for its
 //! bookkeeping, so a file of tiny chunks cannot hold more memory than the budget says. A loader holds a
@@ -37,6 +37,12 @@ pub fn dataset_key(file: u64, id: u64) -> u128 {
     (u128::from(file) << 64) | u128::from(id)
 }
 
+/// A decoded chunk as the cache shares it. A `Vec` behind the `Arc` (not an `Arc<[u8]>`):
+/// a fresh buffer is `vec![0; n]`, which the allocator gives as untouched zero pages, so a
+/// decode that fails early, or fills only part of a buffer a corrupt file declared huge,
+/// neither writes nor keeps resident the rest; and a loader's `Vec` is shared without a copy.
+pub type ChunkBytes = Arc<Vec<u8>>;
+
 /// A snapshot of the cache counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -53,7 +59,7 @@ pub struct CacheStats {
 }
 
 /// What a load produced: a chunk, or "nothing to cache" (e.g. a chunk never written).
-type Outcome = Result<Option<Arc<[u8]>>>;
+type Outcome = Result<Option<ChunkBytes>>;
 
 /// One load in flight; waiters block on `ready` until `done` holds the outcome.
 #[derive(Debug, Default)]
@@ -64,7 +70,7 @@ struct Slot {
 
 #[derive(Debug)]
 struct State {
-    lru: LruCache<CacheKey, Arc<[u8]>>,
+    lru: LruCache<CacheKey, ChunkBytes>,
     bytes: u64,
     /// Bytes held by live [`Reservation`]s.
     reserved: u64,
@@ -170,7 +176,7 @@ impl ChunkCache {
         &self,
         key: CacheKey,
         load: impl FnOnce() -> Result<Vec<u8>>,
-    ) -> Result<Arc<[u8]>> {
+    ) -> Result<ChunkBytes> {
         match self.get_or_try_load(key, || load().map(Some))? {
             Some(v) => Ok(v),
             // Unreachable in practice: our loader never yields `None`, and a waiter only sees
@@ -187,17 +193,17 @@ impl ChunkCache {
         &self,
         key: CacheKey,
         load: impl FnOnce() -> Result<Option<Vec<u8>>>,
-    ) -> Result<Option<Arc<[u8]>>> {
-        self.get_or_try_load_shared(key, || load().map(|o| o.map(Arc::from)))
+    ) -> Result<Option<ChunkBytes>> {
+        self.get_or_try_load_shared(key, || load().map(|o| o.map(Arc::new)))
     }
 
     /// Like [`ChunkCache::get_or_try_load`], for a loader that builds the shared buffer itself
-    /// (saving the copy of a `Vec` into an `Arc`).
+    /// (to write into a recycled one).
     pub fn get_or_try_load_shared(
         &self,
         key: CacheKey,
-        load: impl FnOnce() -> Result<Option<Arc<[u8]>>>,
-    ) -> Result<Option<Arc<[u8]>>> {
+        load: impl FnOnce() -> Result<Option<ChunkBytes>>,
+    ) -> Result<Option<ChunkBytes>> {
         let slot = {
             let mut st = lock(&self.state);
             if let Some(v) = st.lru.get(&key) {
@@ -279,14 +285,14 @@ impl ChunkCache {
     }
 
     /// What an entry costs the budget.
-    fn charge(&self, v: &Arc<[u8]>) -> u64 {
+    fn charge(&self, v: &ChunkBytes) -> u64 {
         v.len() as u64 + self.entry_overhead
     }
 
     /// Insert a loaded chunk, evicting least recently used entries to stay within capacity
     /// (less the reserved bytes). Called with the state lock held; returns the evicted chunks,
     /// to be dropped after the lock is released.
-    fn insert(&self, st: &mut State, key: CacheKey, value: Arc<[u8]>) -> Vec<Arc<[u8]>> {
+    fn insert(&self, st: &mut State, key: CacheKey, value: ChunkBytes) -> Vec<ChunkBytes> {
         let mut evicted = Vec::new();
         let size = self.charge(&value);
         if size > self.capacity {
@@ -322,13 +328,13 @@ const ENTRY_OVERHEAD: u64 = 160;
 pub struct Reservation<'a> {
     cache: &'a ChunkCache,
     bytes: u64,
-    recycled: Option<Arc<[u8]>>,
+    recycled: Option<ChunkBytes>,
 }
 
 impl Reservation<'_> {
     /// An evicted chunk buffer of the requested length that no one else holds, to be
     /// overwritten (its contents are stale).
-    pub fn take_buffer(&mut self) -> Option<Arc<[u8]>> {
+    pub fn take_buffer(&mut self) -> Option<ChunkBytes> {
         self.recycled.take()
     }
 }

@@ -17,6 +17,8 @@ pub mod io;
 pub mod layout;
 pub mod model;
 mod panic_guard;
+#[cfg(test)]
+mod peak;
 mod sync;
 pub mod views;
 

@@ -438,47 +438,19 @@ fn bench_vectors() {
     }
 }
 
-/// The peak resident memory of this process (VmHWM), in KiB.
-fn peak_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn a_chunk_claiming_far_more_than_it_inflates_to_costs_what_it_inflates_to() {
-    // Measured in a child process of its own (this test alone), where nothing else runs:
-    // the peak of the test process as a whole would count every other test.
-    const CHILD: &str = "H5MOUNT_TEST_PEAK_CHILD";
     const NAME: &str =
         "filters::tests::a_chunk_claiming_far_more_than_it_inflates_to_costs_what_it_inflates_to";
-    if std::env::var_os(CHILD).is_some() {
+    let Some(rise) = crate::peak::rise_kib(NAME, || {
         // Shuffle + deflate, a chunk that declares 64 MiB (a damaged chunk dimension) but
         // whose stream inflates to 256 KiB.
         let p = pipeline_of(&[(ids::SHUFFLE, 0, vec![4]), (ids::DEFLATE, 0, vec![4])]);
         let stored = zlib(&vec![7u8; 256 << 10]);
-        let before = peak_kib();
-        let r = p.decode(stored, 0, 64 << 20, 0x1000);
-        assert!(r.is_err());
-        println!("PEAK_RISE_KIB {}", peak_kib() - before);
+        assert!(p.decode(stored, 0, 64 << 20, 0x1000).is_err());
+    }) else {
         return;
-    }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    let rise: u64 = text
-        .lines()
-        .find_map(|l| l.split_once("PEAK_RISE_KIB ")?.1.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no measure from the child: {text}"))
-        .parse()
-        .unwrap();
+    };
     // Without lazily zeroed stage buffers: 64 MiB, every zero written.
     assert!(rise < 16 << 10, "peak rose by {rise} KiB");
 }

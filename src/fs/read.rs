@@ -6,8 +6,8 @@
 //! time) still yields a full buffer: FUSE treats a short answer as end of file.
 
 use std::ops::Range;
-use std::sync::Arc;
 
+use crate::cache::ChunkBytes;
 use crate::error::{Error, Result};
 use crate::model::Dataset;
 
@@ -34,7 +34,7 @@ pub enum Answer {
     Buffer,
     /// These bytes of a cached decoded chunk: the request fell in one contiguous run of one
     /// chunk, so it is answered without a copy into the buffer.
-    Shared(Arc<[u8]>, Range<usize>),
+    Shared(ChunkBytes, Range<usize>),
 }
 
 impl Answer {

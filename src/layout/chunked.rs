@@ -25,7 +25,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::cache::{dataset_key, ChunkCache};
+use crate::cache::{dataset_key, ChunkBytes, ChunkCache};
 use crate::error::{Error, Result};
 use crate::filters::Pipeline;
 use crate::format::messages::layout::{
@@ -348,7 +348,7 @@ impl Chunked {
     /// evicted chunk of the same size when one is free, else a fresh one. While it decodes,
     /// the load holds a cache reservation for the result and, for a filtered chunk, its
     /// stored bytes and one intermediate stage.
-    fn load(&self, mcoords: &[u64]) -> Result<Option<Arc<[u8]>>> {
+    fn load(&self, mcoords: &[u64]) -> Result<Option<ChunkBytes>> {
         let Some((rec, raw)) = self.locate(mcoords)? else {
             return Ok(None);
         };
@@ -377,10 +377,10 @@ impl Chunked {
         let mut room = self.cache.reserve(footprint, n);
         let mut shared = match room.take_buffer() {
             Some(b) => b,
-            None => std::iter::repeat_n(0u8, n).collect(),
+            None => Arc::new(vec![0u8; n]),
         };
         if Arc::get_mut(&mut shared).is_none() {
-            shared = std::iter::repeat_n(0u8, n).collect();
+            shared = Arc::new(vec![0u8; n]);
         }
         let Some(out) = Arc::get_mut(&mut shared) else {
             return Err(Error::corrupt("chunk", rec.addr, "chunk buffer is shared"));
@@ -461,7 +461,7 @@ impl Chunked {
                             }
                             continue;
                         }
-                        held.as_deref().map_or(Source::Fill, Source::Mem)
+                        held.as_deref().map_or(Source::Fill, |c| Source::Mem(c))
                     };
                     for (j, r) in regions.iter().enumerate().skip(k) {
                         if inside(j, &cc) {
@@ -516,7 +516,7 @@ impl Chunked {
     /// `None` (nothing fetched) when the range crosses a chunk or a row boundary of its
     /// chunk, when the dataset's unfiltered chunks are read from the file directly, or when
     /// the chunk was never written. The caller has clipped the range to the image.
-    pub(crate) fn shared_run(&self, offset: u64, len: u64) -> Result<Option<(Arc<[u8]>, usize)>> {
+    pub(crate) fn shared_run(&self, offset: u64, len: u64) -> Result<Option<(ChunkBytes, usize)>> {
         let g = &self.geom;
         let m = g.dims.len();
         if len == 0
@@ -563,7 +563,7 @@ impl Chunked {
 
     /// The decoded chunk at merged chunk coordinates `cc`, through the cache; `None` when the
     /// chunk was never written.
-    fn fetch(&self, cc: &[u64]) -> Result<Option<Arc<[u8]>>> {
+    fn fetch(&self, cc: &[u64]) -> Result<Option<ChunkBytes>> {
         self.cache
             .get_or_try_load_shared(self.cache_key(cc), || self.load(cc))
     }
@@ -1001,6 +1001,34 @@ mod tests {
         // Within the bound the bytes are read (zeros, which do not inflate).
         let e = open(2048).read_at(0, &mut buf).unwrap_err();
         assert!(!e.to_string().contains("stored bytes for a chunk"), "{e}");
+    }
+
+    #[test]
+    fn a_chunk_that_fails_to_decode_keeps_resident_only_what_was_written() {
+        const NAME: &str = "layout::chunked::tests::\
+                            a_chunk_that_fails_to_decode_keeps_resident_only_what_was_written";
+        let Some(rise) = crate::peak::rise_kib(NAME, || {
+            // A deflated chunk of 2^22 x 4 four-byte elements (64 MiB, within the floor of
+            // the chunk limit) for a dataset of 8 elements, whose 64 stored bytes do not
+            // inflate: the decode fails on its first bytes.
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("f.bin");
+            std::fs::write(&path, [0u8; 64]).unwrap();
+            let spec = Spec {
+                filters: deflated(),
+                cache: 4 << 20,
+                ..Spec::plain(&[2, 4], &[1 << 22, 4], 4)
+            };
+            let storage = Storage::open(&path).unwrap();
+            let r = one_chunk(layout_params(spec, storage, vec![u64::MAX, 4]), 0, 64);
+            let mut buf = [0u8; 32];
+            let e = r.read_at(0, &mut buf).unwrap_err();
+            assert!(!e.to_string().contains("exceeds"), "{e}");
+        }) else {
+            return;
+        };
+        // With the chunk buffer written with zeros before the decode: 64 MiB.
+        assert!(rise < 16 << 10, "peak rose by {rise} KiB");
     }
 
     #[test]

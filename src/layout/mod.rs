@@ -23,7 +23,7 @@ pub mod external;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::cache::ChunkCache;
+use crate::cache::{ChunkBytes, ChunkCache};
 use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::FilterPipeline;
 use crate::format::messages::layout::{Layout, LayoutClass};
@@ -196,7 +196,7 @@ impl DataReader {
     /// contiguous run, and the run's start in it; `None` when the range is not such a run
     /// (other layouts, ranges crossing chunks or rows, chunks never written) or not wholly
     /// inside the image. A read can answer from it without copying.
-    pub fn read_shared(&self, offset: u64, len: u64) -> Result<Option<(Arc<[u8]>, usize)>> {
+    pub fn read_shared(&self, offset: u64, len: u64) -> Result<Option<(ChunkBytes, usize)>> {
         match &self.kind {
             Kind::Chunked(r) if offset.checked_add(len).is_some_and(|e| e <= self.len) => {
                 r.shared_run(offset, len)

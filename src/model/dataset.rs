@@ -1,11 +1,10 @@
 //! Datasets: the description (type, shape, layout, filters, fill) gathered from the object
 //! header, and byte-range reads through the layout engine.
 
-use std::sync::Arc;
-
 use super::file::File;
 use super::virtual_ds::VirtualReader;
 use super::ObjectId;
+use crate::cache::ChunkBytes;
 use crate::error::{Error, ErrorClass, Result};
 use crate::format::local_heap::LocalHeap;
 use crate::format::messages::dataspace::{Dataspace, DataspaceKind};
@@ -165,7 +164,7 @@ impl Dataset {
     /// The cached decoded chunk holding bytes `offset..offset + len` of the image as one
     /// contiguous run, and the run's start in it (see [`DataReader::read_shared`]); `None`
     /// when the bytes must be assembled by [`Dataset::read_at`].
-    pub fn read_shared(&self, offset: u64, len: u64) -> Result<Option<(Arc<[u8]>, usize)>> {
+    pub fn read_shared(&self, offset: u64, len: u64) -> Result<Option<(ChunkBytes, usize)>> {
         match &self.reader {
             ReaderState::Ready(r) => r.read_shared(offset, len),
             _ => Ok(None),
