@@ -37,11 +37,81 @@ pub fn dataset_key(file: u64, id: u64) -> u128 {
     (u128::from(file) << 64) | u128::from(id)
 }
 
-/// A decoded chunk as the cache shares it. A `Vec` behind the `Arc` (not an `Arc<[u8]>`):
-/// a fresh buffer is `vec![0; n]`, which the allocator gives as untouched zero pages, so a
-/// decode that fails early, or fills only part of a buffer a corrupt file declared huge,
-/// neither writes nor keeps resident the rest; and a loader's `Vec` is shared without a copy.
-pub type ChunkBytes = Arc<Vec<u8>>;
+/// Chunks from this size on get a buffer of their own behind the shared handle (see
+/// [`ChunkBytes`]); the allocator maps buffers this large afresh (the daemon sets glibc's
+/// mmap threshold to 128 KiB), so their zeros are pages nobody wrote yet.
+pub const LAZY_ZEROS_FROM: usize = 128 << 10;
+
+/// A decoded chunk as the cache shares it: cloning is cheap and the bytes are never copied.
+///
+/// Two forms behind one interface. A chunk smaller than [`LAZY_ZEROS_FROM`] is one
+/// allocation, counts and bytes together (an `Arc<[u8]>`): a file of tiny chunks fills the
+/// cache with a hundred thousand of them, and a second allocation each would cost memory
+/// the budget does not see. A larger one is an `Arc<Vec<u8>>` whose buffer starts as
+/// `vec![0; n]`, fresh zero pages: a decode that fails early, or a chunk a corrupt file
+/// declares far larger than what its stream produces, makes resident only what was written
+/// (an `Arc<[u8]>` of zeros is written whole before the decode starts).
+#[derive(Clone, Debug)]
+pub struct ChunkBytes(Repr);
+
+#[derive(Clone, Debug)]
+enum Repr {
+    Inline(Arc<[u8]>),
+    Boxed(Arc<Vec<u8>>),
+}
+
+impl ChunkBytes {
+    /// `n` zero bytes, to be written in place with [`ChunkBytes::get_mut`].
+    pub fn zeroed(n: usize) -> ChunkBytes {
+        if n >= LAZY_ZEROS_FROM {
+            ChunkBytes(Repr::Boxed(Arc::new(vec![0; n])))
+        } else {
+            ChunkBytes(Repr::Inline(std::iter::repeat_n(0, n).collect()))
+        }
+    }
+
+    /// The bytes, writable if this is the only handle.
+    pub fn get_mut(&mut self) -> Option<&mut [u8]> {
+        match &mut self.0 {
+            Repr::Inline(a) => Arc::get_mut(a),
+            Repr::Boxed(a) => Arc::get_mut(a).map(|v| v.as_mut_slice()),
+        }
+    }
+
+    /// Whether this is the only handle (no reader holds the bytes).
+    pub fn is_unique(&self) -> bool {
+        match &self.0 {
+            Repr::Inline(a) => Arc::strong_count(a) == 1,
+            Repr::Boxed(a) => Arc::strong_count(a) == 1,
+        }
+    }
+
+    /// Whether both handles share the same bytes.
+    pub fn ptr_eq(a: &ChunkBytes, b: &ChunkBytes) -> bool {
+        std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()
+    }
+}
+
+impl From<Vec<u8>> for ChunkBytes {
+    /// A small chunk is copied into one allocation; a large one is shared as it is.
+    fn from(v: Vec<u8>) -> ChunkBytes {
+        if v.len() >= LAZY_ZEROS_FROM {
+            ChunkBytes(Repr::Boxed(Arc::new(v)))
+        } else {
+            ChunkBytes(Repr::Inline(Arc::from(v)))
+        }
+    }
+}
+
+impl std::ops::Deref for ChunkBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline(a) => a,
+            Repr::Boxed(a) => a,
+        }
+    }
+}
 
 /// A snapshot of the cache counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -194,11 +264,11 @@ impl ChunkCache {
         key: CacheKey,
         load: impl FnOnce() -> Result<Option<Vec<u8>>>,
     ) -> Result<Option<ChunkBytes>> {
-        self.get_or_try_load_shared(key, || load().map(|o| o.map(Arc::new)))
+        self.get_or_try_load_shared(key, || load().map(|o| o.map(ChunkBytes::from)))
     }
 
     /// Like [`ChunkCache::get_or_try_load`], for a loader that builds the shared buffer itself
-    /// (to write into a recycled one).
+    /// (to write into a recycled one, or into fresh zero pages).
     pub fn get_or_try_load_shared(
         &self,
         key: CacheKey,
@@ -268,7 +338,7 @@ impl ChunkCache {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
                 // Unique: the entry just left the LRU, under the lock, and we hand out no
                 // weak references; readers that still use it hold strong ones.
-                if recycled.is_none() && v.len() == reuse_len && Arc::strong_count(&v) == 1 {
+                if recycled.is_none() && v.len() == reuse_len && v.is_unique() {
                     recycled = Some(v);
                 } else {
                     dropped.push(v);
@@ -430,7 +500,7 @@ mod tests {
         let c = ChunkCache::exact(100);
         let a = c.get_or_load((1, 0), || chunk(10, 7)).unwrap();
         let b = c.get_or_load((1, 0), || panic!("must not reload")).unwrap();
-        assert!(Arc::ptr_eq(&a, &b));
+        assert!(ChunkBytes::ptr_eq(&a, &b));
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.bytes, s.entries), (1, 1, 10, 1));
     }
@@ -543,7 +613,7 @@ mod tests {
             .collect();
         let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         assert_eq!(calls.load(Ordering::SeqCst), 1);
-        assert!(results.iter().all(|r| Arc::ptr_eq(r, &results[0])));
+        assert!(results.iter().all(|r| ChunkBytes::ptr_eq(r, &results[0])));
         assert_eq!(&results[0][..], &[42; 1000][..]);
         let s = c.stats();
         assert_eq!((s.misses, s.hits, s.entries), (1, n as u64 - 1, 1));

@@ -377,12 +377,12 @@ impl Chunked {
         let mut room = self.cache.reserve(footprint, n);
         let mut shared = match room.take_buffer() {
             Some(b) => b,
-            None => Arc::new(vec![0u8; n]),
+            None => ChunkBytes::zeroed(n),
         };
-        if Arc::get_mut(&mut shared).is_none() {
-            shared = Arc::new(vec![0u8; n]);
+        if !shared.is_unique() {
+            shared = ChunkBytes::zeroed(n);
         }
-        let Some(out) = Arc::get_mut(&mut shared) else {
+        let Some(out) = shared.get_mut() else {
             return Err(Error::corrupt("chunk", rec.addr, "chunk buffer is shared"));
         };
         if raw {
@@ -461,7 +461,7 @@ impl Chunked {
                             }
                             continue;
                         }
-                        held.as_deref().map_or(Source::Fill, |c| Source::Mem(c))
+                        held.as_deref().map_or(Source::Fill, Source::Mem)
                     };
                     for (j, r) in regions.iter().enumerate().skip(k) {
                         if inside(j, &cc) {
