@@ -945,6 +945,55 @@ fn reads_through_handles_and_the_read_counters() {
     assert_eq!(counter(&fs, "read_max_request"), 4096);
 }
 
+#[test]
+fn a_read_over_several_chunks_has_workers_decode_all_but_its_first() {
+    // soak.h5's /gz_shuf_fixed: 16 MiB of shuffled, deflated chunks of 256 KiB.
+    let path = fixture("big/soak.h5");
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(path.with_file_name("soak.json")).unwrap())
+            .unwrap();
+    let fs = mount_path(&path, view_options(false, false), None);
+    let a = attr_of(&fs, "/gz_shuf_fixed");
+    assert_eq!(Some(a.size), json["/gz_shuf_fixed"]["nbytes"].as_u64());
+    const MIB: u64 = 1 << 20;
+    const CHUNK: u64 = 256 << 10;
+    let fh = fs.open_handle(a.ino, libc::O_RDONLY).unwrap();
+    // 4 MiB at 12 MiB, far from where a new handle's stream expects its first read: no
+    // read-ahead, but the 15 chunks after the first of the read go to the workers.
+    let (jobs, misses) = (counter(&fs, "prefetch_jobs"), counter(&fs, "cache_misses"));
+    let mut buf = Vec::new();
+    let tail = fs
+        .read_handle(a.ino, fh, 12 * MIB, (4 * MIB) as u32, &mut buf)
+        .unwrap()
+        .bytes(&buf)
+        .to_vec();
+    assert_eq!(tail.len() as u64, 4 * MIB);
+    assert_eq!(counter(&fs, "prefetch_jobs") - jobs, 15);
+    // Each chunk decoded once, by the reader or by a worker (the reader waited for those in
+    // flight); the workers went through every piece they were given.
+    assert_eq!(counter(&fs, "cache_misses") - misses, 16);
+    assert!(
+        harness::wait_for(|| counter(&fs, "prefetch_bytes") == 15 * CHUNK),
+        "{}",
+        fs.stats_text()
+    );
+    assert_eq!(counter(&fs, "cache_misses") - misses, 16);
+    // The bytes: the rest read through the same handle, the whole against soak.json.
+    let mut all = Vec::new();
+    while (all.len() as u64) < 12 * MIB {
+        let answer = fs
+            .read_handle(a.ino, fh, all.len() as u64, MIB as u32, &mut buf)
+            .unwrap();
+        all.extend_from_slice(answer.bytes(&buf));
+    }
+    fs.release(fh);
+    all.extend_from_slice(&tail);
+    assert_eq!(
+        Some(sha256_hex(&all).as_str()),
+        json["/gz_shuf_fixed"]["sha256"].as_str()
+    );
+}
+
 // ------------------------------------------------------------------------------- xattrs
 
 #[test]

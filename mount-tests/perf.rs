@@ -39,6 +39,8 @@ const STATS: &str = "user.h5mount.stats";
 const DATASET: &str = "/gz_shuf_fixed";
 /// Its chunks (16 MiB / 256 KiB).
 const CHUNKS: u64 = 64;
+/// Image bytes of one of its chunks: one prefetch piece.
+const CHUNK_BYTES: u64 = 256 << 10;
 const MIB: u64 = 1 << 20;
 /// The kernel's default FUSE readahead and request size.
 const DEFAULT_REQUEST: u64 = 128 << 10;
@@ -180,14 +182,14 @@ fn sequential_read_is_large_decodes_each_chunk_once_and_prefetches() {
     assert_eq!(s["cache_misses"], CHUNKS, "{s:?}");
     assert_eq!(s["cache_evictions"], 0, "{s:?}");
     // Pieces were queued ahead of the reader (all queued by now: a read queues its pieces
-    // before it is answered), none dropped, each one chunk's worth of at least 1 MiB: here
-    // 1 MiB, aligned, inside the 16 MiB. A worker adds its piece's bytes when its job ends,
+    // before it is answered), none dropped, each one chunk's worth of at least 256 KiB: here
+    // one chunk, aligned, inside the 16 MiB. A worker adds its piece's bytes when its job ends,
     // which may come after the reader got the chunks it waited for: wait for every piece.
     let jobs = s["prefetch_jobs"];
     assert!(jobs > 0, "{s:?}");
     assert_eq!(s["prefetch_dropped"], 0, "{s:?}");
     assert!(
-        harness::wait_for(|| stats(&m)["prefetch_bytes"] == jobs * MIB),
+        harness::wait_for(|| stats(&m)["prefetch_bytes"] == jobs * CHUNK_BYTES),
         "prefetch workers did not go through the {jobs} pieces queued: {:?}",
         stats(&m)
     );

@@ -9,9 +9,14 @@
 //! little keeps its stream, as mountpoint-s3's prefetcher does), both at most [`SKIP_READS`]
 //! times the read's size, so that small random reads landing near each other by chance (4 KiB
 //! preads over a region of a few chunks) do not count. Anything else resets the stream, so
-//! random access never queues work. While a stream lasts, its window doubles from
-//! one piece up to a maximum, and the pieces between the last queued one and `end + window` are
-//! queued, each to be read once by a worker.
+//! random access never queues work beyond what it reads. While a stream lasts, its window
+//! doubles from one piece up to a maximum, and the pieces between the last queued one and
+//! `end + window` are queued, each to be read once by a worker.
+//!
+//! A read spanning several pieces, sequential or not, also queues its own pieces after the
+//! first: the reader decodes the first while workers decode the others, and it then finds
+//! them cached or waits for their decode. The kernel sends a `cat` of a small dataset as one
+//! 1 MiB request; its chunks were decoded one after the other by one thread before.
 //!
 //! A worker "reads" a piece through [`Dataset::read_at`] under [`crate::layout::fetch_only`]:
 //! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`] without copying
@@ -51,7 +56,7 @@ pub const FWD_SKIP: u64 = 8 << 20;
 /// The skips above, in units of the read's own size, for reads smaller than 1/16 of them.
 pub const SKIP_READS: u64 = 16;
 /// Smallest piece queued as one job: small chunks are batched so a job is worth its overhead.
-pub const MIN_PIECE: u64 = 1 << 20;
+pub const MIN_PIECE: u64 = 256 << 10;
 /// Most read-ahead per stream, whatever the cache size.
 pub const MAX_WINDOW: u64 = 64 << 20;
 /// Bytes of a worker's read buffer (pieces are read through it in slices). It is allocated
@@ -105,12 +110,19 @@ impl Stream {
         let reach = size.saturating_mul(SKIP_READS);
         let sequential = offset >= self.next.saturating_sub(BACK_SKIP.min(reach))
             && offset <= self.next.saturating_add(FWD_SKIP.min(reach));
+        // The pieces of the read itself after the one holding `offset`: needed now, not
+        // guessed, so queued for any read. The workers decode them while the reader decodes
+        // the first, and the reader then finds them cached or waits for their decode.
+        let inside = (offset / self.piece)
+            .saturating_add(1)
+            .saturating_mul(self.piece);
         if !sequential {
             self.streak = 0;
             self.next = end;
-            self.ahead = 0;
             self.window = self.piece;
-            return Vec::new();
+            let out = self.pieces(inside, end);
+            self.ahead = out.last().map_or(0, |&(o, n)| o + n);
+            return out;
         }
         if end <= self.next {
             // An earlier request arriving late (or a reader stepping back): the stream goes
@@ -123,20 +135,24 @@ impl Stream {
         if self.streak > 1 {
             self.window = self.window.saturating_mul(2).min(self.max_window);
         }
-        // Start at the first piece after the read: the piece holding `end` is being decoded
-        // by the reader itself.
-        let from = self
-            .ahead
-            .max(end.div_ceil(self.piece).saturating_mul(self.piece));
+        // From the first piece after the one the reader decodes itself.
         let target = self.next.saturating_add(self.window).min(self.len);
+        let out = self.pieces(self.ahead.max(inside), target);
+        if let Some(&(o, n)) = out.last() {
+            self.ahead = self.ahead.max(o + n);
+        }
+        out
+    }
+
+    /// The pieces from `from` (piece-aligned) that start before `to`.
+    fn pieces(&self, from: u64, to: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let mut p = from;
-        while p < target {
+        while p < to.min(self.len) {
             let n = self.piece.min(self.len - p);
             out.push((p, n));
             p += n;
         }
-        self.ahead = self.ahead.max(p);
         out
     }
 }
@@ -424,6 +440,39 @@ mod tests {
         assert!(s.on_read(600 * M + 200_000, 4096).is_empty());
         assert_eq!(s.streak, 0);
         assert!(!s.on_read(600 * M + 204_096, 4096).is_empty());
+    }
+
+    #[test]
+    fn a_read_spanning_pieces_queues_those_after_its_first_even_at_random() {
+        const K: u64 = 256 << 10;
+        let mut s = Stream::new(100 * M, K, 8 * M);
+        // A first read of 1 MiB over four pieces of 256 KiB: the reader decodes the first,
+        // workers the three others, and one piece of window beyond the read.
+        assert_eq!(
+            s.on_read(0, M),
+            vec![(K, K), (2 * K, K), (3 * K, K), (M, K)]
+        );
+        // A read elsewhere, breaking the stream: its own pieces after the first, no more.
+        assert_eq!(
+            s.on_read(50 * M + 100, M),
+            vec![
+                (50 * M + K, K),
+                (50 * M + 2 * K, K),
+                (50 * M + 3 * K, K),
+                (51 * M, K)
+            ]
+        );
+        assert_eq!(s.streak, 0);
+        // Reads inside one piece, at random, queue nothing.
+        for off in [10 * M, 70 * M + 5, 30 * M + K - 4096] {
+            assert!(s.on_read(off, 4096).is_empty(), "{off}");
+        }
+        // The read that continues the stream queues from the piece after its first, beyond
+        // what was queued already.
+        let mut t = Stream::new(100 * M, K, 8 * M);
+        t.on_read(0, M);
+        let q = t.on_read(M, M);
+        assert_eq!(q.first(), Some(&(M + K, K)), "{q:?}");
     }
 
     #[test]
