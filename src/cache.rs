@@ -93,9 +93,11 @@ impl ChunkBytes {
 }
 
 impl From<Vec<u8>> for ChunkBytes {
-    /// A small chunk is copied into one allocation; a large one is shared as it is.
-    fn from(v: Vec<u8>) -> ChunkBytes {
+    /// A small chunk is copied into one allocation; a large one is shared as it is, without
+    /// spare capacity (which the budget would not see).
+    fn from(mut v: Vec<u8>) -> ChunkBytes {
         if v.len() >= LAZY_ZEROS_FROM {
+            v.shrink_to_fit();
             ChunkBytes(Repr::Boxed(Arc::new(v)))
         } else {
             ChunkBytes(Repr::Inline(Arc::from(v)))

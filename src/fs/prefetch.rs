@@ -15,8 +15,12 @@
 //!
 //! A read spanning several pieces, sequential or not, also queues its own pieces after the
 //! first: the reader decodes the first while workers decode the others, and it then finds
-//! them cached or waits for their decode. The kernel sends a `cat` of a small dataset as one
-//! 1 MiB request; its chunks were decoded one after the other by one thread before.
+//! them cached or waits for their decode. These jobs go to the front of the queue, ahead of
+//! read-ahead. The kernel sends a `cat` of a small dataset as one 1 MiB request, whose
+//! chunks would otherwise be decoded one after the other by one thread. Not on a remote
+//! source: there a worker's job sends its own request for its piece's bytes, which could
+//! go out before the reader's one request for its whole read and split it; pieces there are
+//! also larger ([`REMOTE_MIN_PIECE`]), so that read-ahead requests stay few and long.
 //!
 //! A worker "reads" a piece through [`Dataset::read_at`] under [`crate::layout::fetch_only`]:
 //! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`] without copying
@@ -62,8 +66,12 @@ pub const MAX_WINDOW: u64 = 64 << 20;
 /// Bytes of a worker's read buffer (pieces are read through it in slices). It is allocated
 /// zeroed and never written (see [`crate::layout::fetch_only`]), so it costs no memory.
 const SINK_BYTES: usize = 1 << 20;
-/// Most jobs waiting; more are dropped.
-const MAX_QUEUED: usize = 256;
+/// Smallest piece on a remote source, where each worker's job sends its own request for its
+/// piece's bytes: larger pieces keep those requests few and long.
+pub const REMOTE_MIN_PIECE: u64 = 1 << 20;
+/// Most jobs waiting; more are dropped. Four windows of [`MAX_WINDOW`] in the smallest
+/// pieces; a job waiting costs a boxed closure.
+const MAX_QUEUED: usize = 1024;
 /// Most streams remembered; beyond it, handles get no stream (reads still work).
 const MAX_STREAMS: usize = 4096;
 
@@ -86,6 +94,15 @@ pub struct Stream {
     max_window: u64,
     /// Image length.
     len: u64,
+    /// Whether a read's own pieces after its first are queued (see [`Stream::on_read`]).
+    own: bool,
+}
+
+/// What one read queues: its own pieces after its first (needed now) and read-ahead.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Queued {
+    pub own: Vec<(u64, u64)>,
+    pub ahead: Vec<(u64, u64)>,
 }
 
 impl Stream {
@@ -101,11 +118,26 @@ impl Stream {
             piece,
             max_window: max_window.max(piece),
             len,
+            own: true,
         }
     }
 
-    /// Record a read of `size` bytes at `offset`; the image ranges, piece-aligned, to queue.
+    /// The same stream queueing only read-ahead, not a read's own pieces. On a remote source
+    /// a worker's job sends its own request for its piece, which could start before the
+    /// reader's one request for its whole read.
+    pub fn without_own_pieces(mut self) -> Stream {
+        self.own = false;
+        self
+    }
+
+    /// Record a read; all it queues, its own pieces first. See [`Stream::on_read_split`].
     pub fn on_read(&mut self, offset: u64, size: u64) -> Vec<(u64, u64)> {
+        let q = self.on_read_split(offset, size);
+        q.own.into_iter().chain(q.ahead).collect()
+    }
+
+    /// Record a read of `size` bytes at `offset`; the image ranges, piece-aligned, to queue.
+    pub fn on_read_split(&mut self, offset: u64, size: u64) -> Queued {
         let end = offset.saturating_add(size).min(self.len);
         let reach = size.saturating_mul(SKIP_READS);
         let sequential = offset >= self.next.saturating_sub(BACK_SKIP.min(reach))
@@ -116,32 +148,47 @@ impl Stream {
         let inside = (offset / self.piece)
             .saturating_add(1)
             .saturating_mul(self.piece);
+        let own_to = if self.own { end } else { 0 };
         if !sequential {
             self.streak = 0;
             self.next = end;
             self.window = self.piece;
-            let out = self.pieces(inside, end);
-            self.ahead = out.last().map_or(0, |&(o, n)| o + n);
-            return out;
+            let own = self.pieces(inside, own_to);
+            self.ahead = own.last().map_or(0, |&(o, n)| o + n);
+            return Queued {
+                own,
+                ahead: Vec::new(),
+            };
         }
         if end <= self.next {
             // An earlier request arriving late (or a reader stepping back): the stream goes
             // on, but only reads that move it forward count towards its streak, so reads
-            // walking backwards or landing near each other at random queue nothing.
-            return Vec::new();
+            // walking backwards or landing near each other at random queue nothing. Nor are
+            // the late read's own pieces queued: which of them the later read's queueing
+            // covered is not known, and each piece is queued once.
+            return Queued::default();
         }
         self.streak = self.streak.saturating_add(1);
         self.next = end;
         if self.streak > 1 {
             self.window = self.window.saturating_mul(2).min(self.max_window);
         }
-        // From the first piece after the one the reader decodes itself.
+        // From the first piece after the one the reader decodes itself (after the read,
+        // without own pieces).
+        let from = if self.own {
+            inside
+        } else {
+            end.div_ceil(self.piece).saturating_mul(self.piece)
+        };
         let target = self.next.saturating_add(self.window).min(self.len);
-        let out = self.pieces(self.ahead.max(inside), target);
-        if let Some(&(o, n)) = out.last() {
+        let all = self.pieces(self.ahead.max(from), target);
+        if let Some(&(o, n)) = all.last() {
             self.ahead = self.ahead.max(o + n);
         }
-        out
+        let split = all.partition_point(|&(o, _)| o < end);
+        let mut own = all;
+        let ahead = own.split_off(split);
+        Queued { own, ahead }
     }
 
     /// The pieces from `from` (piece-aligned) that start before `to`.
@@ -206,13 +253,18 @@ impl Pool {
         Pool { shared }
     }
 
-    /// Queue `job` unless the queue is full.
-    fn submit(&self, job: Job) -> bool {
+    /// Queue `job` unless the queue is full: at the front (a reader waits for it now) or at
+    /// the back (read-ahead).
+    fn submit(&self, job: Job, front: bool) -> bool {
         let mut q = lock(&self.shared.queue);
         if q.len() >= MAX_QUEUED {
             return false;
         }
-        q.push_back(JobBox(job));
+        if front {
+            q.push_front(JobBox(job));
+        } else {
+            q.push_back(JobBox(job));
+        }
         drop(q);
         self.shared.ready.notify_one();
         true
@@ -287,7 +339,14 @@ impl Prefetcher {
     /// A stream for a new handle of `ds`, if the dataset is worth prefetching.
     pub fn stream_for(&self, ds: &Dataset) -> Option<Stream> {
         let piece = piece_bytes(ds)?;
-        (piece.saturating_mul(2) <= self.budget).then(|| Stream::new(ds.len(), piece, self.budget))
+        let stream = Stream::new(ds.len(), piece, self.budget);
+        (piece.saturating_mul(2) <= self.budget).then(|| {
+            if ds.is_remote() {
+                stream.without_own_pieces()
+            } else {
+                stream
+            }
+        })
     }
 
     /// Note a read of `size` bytes at `offset` of `ds` on the caller's own `stream`, queueing
@@ -299,7 +358,7 @@ impl Prefetcher {
         offset: u64,
         size: u64,
     ) {
-        let pieces = lock(stream).on_read(offset, size);
+        let pieces = lock(stream).on_read_split(offset, size);
         self.queue(ds, pieces);
     }
 
@@ -322,16 +381,23 @@ impl Prefetcher {
     /// read-ahead it calls for.
     pub fn on_read(&self, fh: u64, ds: &Arc<Dataset>, offset: u64, size: u64) {
         let pieces = match lock(&self.streams).get_mut(&fh) {
-            Some(s) => s.on_read(offset, size),
+            Some(s) => s.on_read_split(offset, size),
             None => return,
         };
         self.queue(ds, pieces);
     }
 
-    /// Queue one decode job per piece `(offset, length)` of `ds`.
-    fn queue(&self, ds: &Arc<Dataset>, pieces: Vec<(u64, u64)>) {
-        let total = pieces.len() as u64;
-        for (queued, (off, n)) in pieces.into_iter().enumerate() {
+    /// Queue one decode job per piece `(offset, length)` of `ds`: the read's own pieces at
+    /// the front of the queue, in order (a reader waits for them), read-ahead at the back.
+    fn queue(&self, ds: &Arc<Dataset>, pieces: Queued) {
+        let Queued { own, ahead } = pieces;
+        let total = (own.len() + ahead.len()) as u64;
+        let order = own
+            .iter()
+            .rev()
+            .map(|&p| (p, true))
+            .chain(ahead.iter().map(|&p| (p, false)));
+        for (queued, ((off, n), front)) in order.enumerate() {
             let ds = ds.clone();
             let counters = self.counters.clone();
             let job: Job = Box::new(move || {
@@ -354,7 +420,7 @@ impl Prefetcher {
                     counters.bytes.fetch_add(done, Ordering::Relaxed);
                 });
             });
-            if !self.pool.submit(job) {
+            if !self.pool.submit(job, front) {
                 let dropped = total - queued as u64;
                 self.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
                 break;
@@ -381,7 +447,11 @@ fn piece_bytes(ds: &Dataset) -> Option<u64> {
         .as_ref()?
         .iter()
         .try_fold(es, |a, &d| a.checked_mul(d))?;
-    Some(chunk.max(MIN_PIECE))
+    Some(chunk.max(if ds.is_remote() {
+        REMOTE_MIN_PIECE
+    } else {
+        MIN_PIECE
+    }))
 }
 
 #[cfg(test)]
@@ -473,6 +543,25 @@ mod tests {
         t.on_read(0, M);
         let q = t.on_read(M, M);
         assert_eq!(q.first(), Some(&(M + K, K)), "{q:?}");
+    }
+
+    #[test]
+    fn own_pieces_come_apart_from_read_ahead_and_not_without_them() {
+        const K: u64 = 256 << 10;
+        let mut s = Stream::new(100 * M, K, 8 * M);
+        let q = s.on_read_split(0, M);
+        assert_eq!(q.own, vec![(K, K), (2 * K, K), (3 * K, K)]);
+        assert_eq!(q.ahead, vec![(M, K)]);
+        // Without own pieces (a remote source): read-ahead from the read's end, as before.
+        let mut r = Stream::new(100 * M, K, 8 * M).without_own_pieces();
+        let q = r.on_read_split(0, M);
+        assert!(q.own.is_empty());
+        assert_eq!(q.ahead, vec![(M, K)]);
+        assert_eq!(r.on_read_split(50 * M, M), Queued::default());
+        assert_eq!(
+            r.on_read_split(50 * M + M, M).ahead.first(),
+            Some(&(52 * M, K))
+        );
     }
 
     #[test]
