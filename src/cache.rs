@@ -87,6 +87,7 @@ impl ChunkBytes {
     }
 
     /// Whether both handles share the same bytes.
+    #[cfg(test)]
     pub fn ptr_eq(a: &ChunkBytes, b: &ChunkBytes) -> bool {
         std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()
     }

@@ -130,30 +130,28 @@ impl Stream {
         self
     }
 
-    /// Record a read; all it queues, its own pieces first. See [`Stream::on_read_split`].
-    pub fn on_read(&mut self, offset: u64, size: u64) -> Vec<(u64, u64)> {
-        let q = self.on_read_split(offset, size);
-        q.own.into_iter().chain(q.ahead).collect()
-    }
-
     /// Record a read of `size` bytes at `offset`; the image ranges, piece-aligned, to queue.
-    pub fn on_read_split(&mut self, offset: u64, size: u64) -> Queued {
+    pub fn on_read(&mut self, offset: u64, size: u64) -> Queued {
         let end = offset.saturating_add(size).min(self.len);
         let reach = size.saturating_mul(SKIP_READS);
         let sequential = offset >= self.next.saturating_sub(BACK_SKIP.min(reach))
             && offset <= self.next.saturating_add(FWD_SKIP.min(reach));
-        // The pieces of the read itself after the one holding `offset`: needed now, not
-        // guessed, so queued for any read. The workers decode them while the reader decodes
-        // the first, and the reader then finds them cached or waits for their decode.
-        let inside = (offset / self.piece)
-            .saturating_add(1)
-            .saturating_mul(self.piece);
-        let own_to = if self.own { end } else { 0 };
+        // The first piece to queue: the one after the piece holding `offset` (the reader
+        // decodes that one itself). The read's own pieces from there are needed now, not
+        // guessed, so they are queued for any read; the workers decode them while the reader
+        // decodes the first, and the reader then finds them cached or waits for their
+        // decode. Without own pieces, the first piece after the read.
+        let first = if self.own {
+            (offset / self.piece).saturating_add(1)
+        } else {
+            end.div_ceil(self.piece)
+        }
+        .saturating_mul(self.piece);
         if !sequential {
             self.streak = 0;
             self.next = end;
             self.window = self.piece;
-            let own = self.pieces(inside, own_to);
+            let own = self.pieces(first, end);
             self.ahead = own.last().map_or(0, |&(o, n)| o + n);
             return Queued {
                 own,
@@ -173,15 +171,8 @@ impl Stream {
         if self.streak > 1 {
             self.window = self.window.saturating_mul(2).min(self.max_window);
         }
-        // From the first piece after the one the reader decodes itself (after the read,
-        // without own pieces).
-        let from = if self.own {
-            inside
-        } else {
-            end.div_ceil(self.piece).saturating_mul(self.piece)
-        };
         let target = self.next.saturating_add(self.window).min(self.len);
-        let all = self.pieces(self.ahead.max(from), target);
+        let all = self.pieces(self.ahead.max(first), target);
         if let Some(&(o, n)) = all.last() {
             self.ahead = self.ahead.max(o + n);
         }
@@ -336,16 +327,19 @@ impl Prefetcher {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// A stream for a new handle of `ds`, if the dataset is worth prefetching.
+    /// A stream for a new handle of `ds`, if the dataset is worth prefetching. On a remote
+    /// source, larger pieces and no own pieces (see the module documentation).
     pub fn stream_for(&self, ds: &Dataset) -> Option<Stream> {
-        let piece = piece_bytes(ds)?;
+        let remote = ds.is_remote();
+        let piece = chunk_image_bytes(ds)?.max(if remote { REMOTE_MIN_PIECE } else { MIN_PIECE });
+        if piece.saturating_mul(2) > self.budget {
+            return None;
+        }
         let stream = Stream::new(ds.len(), piece, self.budget);
-        (piece.saturating_mul(2) <= self.budget).then(|| {
-            if ds.is_remote() {
-                stream.without_own_pieces()
-            } else {
-                stream
-            }
+        Some(if remote {
+            stream.without_own_pieces()
+        } else {
+            stream
         })
     }
 
@@ -358,7 +352,7 @@ impl Prefetcher {
         offset: u64,
         size: u64,
     ) {
-        let pieces = lock(stream).on_read_split(offset, size);
+        let pieces = lock(stream).on_read(offset, size);
         self.queue(ds, pieces);
     }
 
@@ -381,7 +375,7 @@ impl Prefetcher {
     /// read-ahead it calls for.
     pub fn on_read(&self, fh: u64, ds: &Arc<Dataset>, offset: u64, size: u64) {
         let pieces = match lock(&self.streams).get_mut(&fh) {
-            Some(s) => s.on_read_split(offset, size),
+            Some(s) => s.on_read(offset, size),
             None => return,
         };
         self.queue(ds, pieces);
@@ -430,9 +424,9 @@ impl Prefetcher {
     }
 }
 
-/// Image bytes of one prefetch job for `ds`, or `None` if `ds` is not worth prefetching
-/// (not chunked, or no filters: served by `pread` and the kernel's readahead).
-fn piece_bytes(ds: &Dataset) -> Option<u64> {
+/// Image bytes of one chunk of `ds`, or `None` if `ds` is not worth prefetching (not
+/// chunked, or no filters and local: served by `pread` and the kernel's readahead).
+fn chunk_image_bytes(ds: &Dataset) -> Option<u64> {
     let info = &ds.info;
     if info.layout != crate::model::LayoutKind::Chunked
         || (info.filters.is_empty() && !ds.is_remote())
@@ -447,11 +441,7 @@ fn piece_bytes(ds: &Dataset) -> Option<u64> {
         .as_ref()?
         .iter()
         .try_fold(es, |a, &d| a.checked_mul(d))?;
-    Some(chunk.max(if ds.is_remote() {
-        REMOTE_MIN_PIECE
-    } else {
-        MIN_PIECE
-    }))
+    Some(chunk)
 }
 
 #[cfg(test)]
@@ -460,19 +450,26 @@ mod tests {
 
     const M: u64 = 1 << 20;
 
+    impl Queued {
+        /// Everything queued, own pieces first.
+        fn all(self) -> Vec<(u64, u64)> {
+            self.own.into_iter().chain(self.ahead).collect()
+        }
+    }
+
     #[test]
     fn sequential_reads_open_a_growing_window() {
         let mut s = Stream::new(100 * M, M, 8 * M);
         // First read at 0: the next piece is queued.
-        assert_eq!(s.on_read(0, M), vec![(M, M)]);
+        assert_eq!(s.on_read(0, M).all(), vec![(M, M)]);
         // The window doubles: 2 MiB past the read end, minus what is queued.
-        assert_eq!(s.on_read(M, M), vec![(2 * M, M), (3 * M, M)]);
-        let q = s.on_read(2 * M, M);
+        assert_eq!(s.on_read(M, M).all(), vec![(2 * M, M), (3 * M, M)]);
+        let q = s.on_read(2 * M, M).all();
         assert_eq!(q.first(), Some(&(4 * M, M)));
         assert_eq!(q.last(), Some(&(6 * M, M)));
         // Capped at the maximum window.
         for i in 3..20 {
-            let q = s.on_read(i * M, M);
+            let q = s.on_read(i * M, M).all();
             assert!(q.iter().all(|&(o, _)| o + M <= (i + 1) * M + 8 * M));
         }
     }
@@ -484,12 +481,12 @@ mod tests {
         s.on_read(M, M);
         // Out-of-order arrival of a slightly earlier request keeps the stream (and queues
         // nothing, nor counts).
-        assert!(s.on_read(0, M).is_empty());
+        assert!(s.on_read(0, M).all().is_empty());
         assert_eq!(s.streak, 2);
         // A forward skip within the limit continues it: the window doubles to 4 MiB past
         // the read's end, queued from there since the pieces before it were skipped.
         assert_eq!(
-            s.on_read(5 * M, M),
+            s.on_read(5 * M, M).all(),
             vec![(6 * M, M), (7 * M, M), (8 * M, M), (9 * M, M)]
         );
         assert_eq!(s.streak, 3);
@@ -497,19 +494,19 @@ mod tests {
         // Small reads stepping backwards never queue.
         let mut b = Stream::new(1000 * M, M, 8 * M);
         for k in (0..40u64).rev() {
-            assert!(b.on_read(400 * M + k * 8192, 4096).is_empty(), "{k}");
+            assert!(b.on_read(400 * M + k * 8192, 4096).all().is_empty(), "{k}");
         }
         // A far jump resets; the next far jumps never queue.
         for off in [500 * M, 100 * M, 900 * M, 300 * M] {
-            assert!(s.on_read(off, 4096).is_empty());
+            assert!(s.on_read(off, 4096).all().is_empty());
         }
         // Two reads in a row after a jump start a new stream.
-        assert!(!s.on_read(300 * M + 4096, M).is_empty());
+        assert!(!s.on_read(300 * M + 4096, M).all().is_empty());
         // Small reads near each other but not adjacent do not.
         s.on_read(600 * M, 4096);
-        assert!(s.on_read(600 * M + 200_000, 4096).is_empty());
+        assert!(s.on_read(600 * M + 200_000, 4096).all().is_empty());
         assert_eq!(s.streak, 0);
-        assert!(!s.on_read(600 * M + 204_096, 4096).is_empty());
+        assert!(!s.on_read(600 * M + 204_096, 4096).all().is_empty());
     }
 
     #[test]
@@ -519,12 +516,12 @@ mod tests {
         // A first read of 1 MiB over four pieces of 256 KiB: the reader decodes the first,
         // workers the three others, and one piece of window beyond the read.
         assert_eq!(
-            s.on_read(0, M),
+            s.on_read(0, M).all(),
             vec![(K, K), (2 * K, K), (3 * K, K), (M, K)]
         );
         // A read elsewhere, breaking the stream: its own pieces after the first, no more.
         assert_eq!(
-            s.on_read(50 * M + 100, M),
+            s.on_read(50 * M + 100, M).all(),
             vec![
                 (50 * M + K, K),
                 (50 * M + 2 * K, K),
@@ -535,13 +532,13 @@ mod tests {
         assert_eq!(s.streak, 0);
         // Reads inside one piece, at random, queue nothing.
         for off in [10 * M, 70 * M + 5, 30 * M + K - 4096] {
-            assert!(s.on_read(off, 4096).is_empty(), "{off}");
+            assert!(s.on_read(off, 4096).all().is_empty(), "{off}");
         }
         // The read that continues the stream queues from the piece after its first, beyond
         // what was queued already.
         let mut t = Stream::new(100 * M, K, 8 * M);
         t.on_read(0, M);
-        let q = t.on_read(M, M);
+        let q = t.on_read(M, M).all();
         assert_eq!(q.first(), Some(&(M + K, K)), "{q:?}");
     }
 
@@ -549,28 +546,25 @@ mod tests {
     fn own_pieces_come_apart_from_read_ahead_and_not_without_them() {
         const K: u64 = 256 << 10;
         let mut s = Stream::new(100 * M, K, 8 * M);
-        let q = s.on_read_split(0, M);
+        let q = s.on_read(0, M);
         assert_eq!(q.own, vec![(K, K), (2 * K, K), (3 * K, K)]);
         assert_eq!(q.ahead, vec![(M, K)]);
         // Without own pieces (a remote source): read-ahead from the read's end, as before.
         let mut r = Stream::new(100 * M, K, 8 * M).without_own_pieces();
-        let q = r.on_read_split(0, M);
+        let q = r.on_read(0, M);
         assert!(q.own.is_empty());
         assert_eq!(q.ahead, vec![(M, K)]);
-        assert_eq!(r.on_read_split(50 * M, M), Queued::default());
-        assert_eq!(
-            r.on_read_split(50 * M + M, M).ahead.first(),
-            Some(&(52 * M, K))
-        );
+        assert_eq!(r.on_read(50 * M, M), Queued::default());
+        assert_eq!(r.on_read(50 * M + M, M).ahead.first(), Some(&(52 * M, K)));
     }
 
     #[test]
     fn pieces_stay_inside_the_image() {
         let mut s = Stream::new(3 * M + 5, M, 64 * M);
-        let mut all = s.on_read(0, M);
-        all.extend(s.on_read(M, M));
-        all.extend(s.on_read(2 * M, M));
+        let mut all = s.on_read(0, M).all();
+        all.extend(s.on_read(M, M).all());
+        all.extend(s.on_read(2 * M, M).all());
         assert_eq!(all, vec![(M, M), (2 * M, M), (3 * M, 5)]);
-        assert!(s.on_read(3 * M, M).is_empty());
+        assert!(s.on_read(3 * M, M).all().is_empty());
     }
 }

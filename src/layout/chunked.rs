@@ -375,13 +375,10 @@ impl Chunked {
         let footprint = full.saturating_add(extra);
         let _one_large = self.cache.large_decode(footprint);
         let mut room = self.cache.reserve(footprint, n);
-        let mut shared = match room.take_buffer() {
-            Some(b) => b,
-            None => ChunkBytes::zeroed(n),
-        };
-        if !shared.is_unique() {
-            shared = ChunkBytes::zeroed(n);
-        }
+        let mut shared = room
+            .take_buffer()
+            .filter(ChunkBytes::is_unique)
+            .unwrap_or_else(|| ChunkBytes::zeroed(n));
         let Some(out) = shared.get_mut() else {
             return Err(Error::corrupt("chunk", rec.addr, "chunk buffer is shared"));
         };
