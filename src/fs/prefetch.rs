@@ -17,10 +17,16 @@
 //! first: the reader decodes the first while workers decode the others, and it then finds
 //! them cached or waits for their decode. These jobs go to the front of the queue, ahead of
 //! read-ahead. The kernel sends a `cat` of a small dataset as one 1 MiB request, whose
-//! chunks would otherwise be decoded one after the other by one thread. Not on a remote
-//! source: there a worker's job sends its own request for its piece's bytes, which could
-//! go out before the reader's one request for its whole read and split it; pieces there are
-//! also larger ([`REMOTE_MIN_PIECE`]), so that read-ahead requests stay few and long.
+//! chunks would otherwise be decoded one after the other by one thread.
+//!
+//! On a remote source, where a worker's job would send its own request for its piece's
+//! bytes, the read first names to the source the stored bytes of its own pieces and of its
+//! read-ahead ([`Dataset::hint`]): they go out at once as few merged requests, which the
+//! workers then wait for, rather than one request per piece, or a read-ahead request only
+//! when a busy worker gets to its piece. The read's own chunks are noted to the source as
+//! the reader's progress through the file (which its readahead across datasets follows),
+//! the workers' reads are not. Read-ahead pieces there are larger ([`REMOTE_MIN_PIECE`]);
+//! a read's own pieces stay one chunk each, so that its chunks decode in parallel.
 //!
 //! A worker "reads" a piece through [`Dataset::read_at`] under [`crate::layout::fetch_only`]:
 //! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`] without copying
@@ -88,14 +94,15 @@ pub struct Stream {
     ahead: u64,
     /// Current read-ahead window in bytes.
     window: u64,
-    /// Bytes of one piece (one job).
+    /// Bytes of one piece (one job) of read-ahead.
     piece: u64,
+    /// Bytes of one of a read's own pieces (one job): [`Stream::piece`], or smaller on a
+    /// remote source, whose read-ahead pieces are larger.
+    own_piece: u64,
     /// Largest window.
     max_window: u64,
     /// Image length.
     len: u64,
-    /// Whether a read's own pieces after its first are queued (see [`Stream::on_read`]).
-    own: bool,
 }
 
 /// What one read queues: its own pieces after its first (needed now) and read-ahead.
@@ -116,17 +123,17 @@ impl Stream {
             ahead: 0,
             window: piece,
             piece,
+            own_piece: piece,
             max_window: max_window.max(piece),
             len,
-            own: true,
         }
     }
 
-    /// The same stream queueing only read-ahead, not a read's own pieces. On a remote source
-    /// a worker's job sends its own request for its piece, which could start before the
-    /// reader's one request for its whole read.
-    pub fn without_own_pieces(mut self) -> Stream {
-        self.own = false;
+    /// The same stream with a read's own pieces of `own_piece` bytes (at most a read-ahead
+    /// piece): a remote source reads ahead in large pieces, so that its requests stay few
+    /// and long, but decodes a read's own chunks one to a job.
+    pub fn with_own_piece(mut self, own_piece: u64) -> Stream {
+        self.own_piece = own_piece.clamp(1, self.piece);
         self
     }
 
@@ -136,22 +143,19 @@ impl Stream {
         let reach = size.saturating_mul(SKIP_READS);
         let sequential = offset >= self.next.saturating_sub(BACK_SKIP.min(reach))
             && offset <= self.next.saturating_add(FWD_SKIP.min(reach));
-        // The first piece to queue: the one after the piece holding `offset` (the reader
-        // decodes that one itself). The read's own pieces from there are needed now, not
-        // guessed, so they are queued for any read; the workers decode them while the reader
-        // decodes the first, and the reader then finds them cached or waits for their
-        // decode. Without own pieces, the first piece after the read.
-        let first = if self.own {
-            (offset / self.piece).saturating_add(1)
-        } else {
-            end.div_ceil(self.piece)
-        }
-        .saturating_mul(self.piece);
+        // The first own piece to queue: the one after the piece holding `offset` (the
+        // reader decodes that one itself). The read's own pieces from there are needed now,
+        // not guessed, so they are queued for any read; the workers decode them while the
+        // reader decodes the first, and the reader then finds them cached or waits for their
+        // decode.
+        let first = (offset / self.own_piece)
+            .saturating_add(1)
+            .saturating_mul(self.own_piece);
         if !sequential {
             self.streak = 0;
             self.next = end;
             self.window = self.piece;
-            let own = self.pieces(first, end);
+            let own = self.pieces(first, end, self.own_piece);
             self.ahead = own.last().map_or(0, |&(o, n)| o + n);
             return Queued {
                 own,
@@ -172,22 +176,24 @@ impl Stream {
             self.window = self.window.saturating_mul(2).min(self.max_window);
         }
         let target = self.next.saturating_add(self.window).min(self.len);
-        let all = self.pieces(self.ahead.max(first), target);
-        if let Some(&(o, n)) = all.last() {
+        // Own pieces (those starting before the read's end) not queued yet, then read-ahead
+        // from where they stop.
+        let from = self.ahead.max(first);
+        let own = self.pieces(from, end, self.own_piece);
+        let from = own.last().map_or(from, |&(o, n)| o + n);
+        let ahead = self.pieces(from, target, self.piece);
+        if let Some(&(o, n)) = ahead.last().or(own.last()) {
             self.ahead = self.ahead.max(o + n);
         }
-        let split = all.partition_point(|&(o, _)| o < end);
-        let mut own = all;
-        let ahead = own.split_off(split);
         Queued { own, ahead }
     }
 
-    /// The pieces from `from` (piece-aligned) that start before `to`.
-    fn pieces(&self, from: u64, to: u64) -> Vec<(u64, u64)> {
+    /// The pieces of `piece` bytes from `from` (piece-aligned) that start before `to`.
+    fn pieces(&self, from: u64, to: u64, piece: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let mut p = from;
         while p < to.min(self.len) {
-            let n = self.piece.min(self.len - p);
+            let n = piece.min(self.len - p);
             out.push((p, n));
             p += n;
         }
@@ -328,19 +334,19 @@ impl Prefetcher {
     }
 
     /// A stream for a new handle of `ds`, if the dataset is worth prefetching. On a remote
-    /// source, larger pieces and no own pieces (see the module documentation).
+    /// source, larger read-ahead pieces (see the module documentation).
     pub fn stream_for(&self, ds: &Dataset) -> Option<Stream> {
-        let remote = ds.is_remote();
-        let piece = chunk_image_bytes(ds)?.max(if remote { REMOTE_MIN_PIECE } else { MIN_PIECE });
+        let chunk = chunk_image_bytes(ds)?;
+        let own = chunk.max(MIN_PIECE);
+        let piece = if ds.is_remote() {
+            chunk.max(REMOTE_MIN_PIECE)
+        } else {
+            own
+        };
         if piece.saturating_mul(2) > self.budget {
             return None;
         }
-        let stream = Stream::new(ds.len(), piece, self.budget);
-        Some(if remote {
-            stream.without_own_pieces()
-        } else {
-            stream
-        })
+        Some(Stream::new(ds.len(), piece, self.budget).with_own_piece(own))
     }
 
     /// Note a read of `size` bytes at `offset` of `ds` on the caller's own `stream`, queueing
@@ -353,7 +359,7 @@ impl Prefetcher {
         size: u64,
     ) {
         let pieces = lock(stream).on_read(offset, size);
-        self.queue(ds, pieces);
+        self.queue(ds, pieces, offset, size);
     }
 
     /// Forget handle `fh`.
@@ -378,13 +384,26 @@ impl Prefetcher {
             Some(s) => s.on_read(offset, size),
             None => return,
         };
-        self.queue(ds, pieces);
+        self.queue(ds, pieces, offset, size);
     }
 
     /// Queue one decode job per piece `(offset, length)` of `ds`: the read's own pieces at
     /// the front of the queue, in order (a reader waits for them), read-ahead at the back.
-    fn queue(&self, ds: &Arc<Dataset>, pieces: Queued) {
+    /// On a remote source, the stored bytes of the read of `size` bytes at `offset` and of
+    /// the read-ahead are named first, so that they go out at once as few merged requests,
+    /// before any worker asks for its piece's own (and not only when a busy worker gets to
+    /// a read-ahead piece).
+    fn queue(&self, ds: &Arc<Dataset>, pieces: Queued, offset: u64, size: u64) {
         let Queued { own, ahead } = pieces;
+        if ds.is_remote() {
+            // Errors are the reader's to report when it reads.
+            if !own.is_empty() {
+                let _ = ds.hint(offset, size, true);
+            }
+            if let (Some(&(a, _)), Some(&(b, n))) = (ahead.first(), ahead.last()) {
+                let _ = ds.hint(a, (b + n).saturating_sub(a), false);
+            }
+        }
         let total = (own.len() + ahead.len()) as u64;
         let order = own
             .iter()
@@ -543,19 +562,29 @@ mod tests {
     }
 
     #[test]
-    fn own_pieces_come_apart_from_read_ahead_and_not_without_them() {
+    fn own_pieces_come_apart_from_read_ahead_and_may_be_smaller() {
         const K: u64 = 256 << 10;
         let mut s = Stream::new(100 * M, K, 8 * M);
         let q = s.on_read(0, M);
         assert_eq!(q.own, vec![(K, K), (2 * K, K), (3 * K, K)]);
         assert_eq!(q.ahead, vec![(M, K)]);
-        // Without own pieces (a remote source): read-ahead from the read's end, as before.
-        let mut r = Stream::new(100 * M, K, 8 * M).without_own_pieces();
+        // A remote source: read-ahead in pieces of 1 MiB, a read's own in chunks of 256 KiB.
+        let mut r = Stream::new(100 * M, M, 8 * M).with_own_piece(K);
         let q = r.on_read(0, M);
-        assert!(q.own.is_empty());
-        assert_eq!(q.ahead, vec![(M, K)]);
-        assert_eq!(r.on_read(50 * M, M), Queued::default());
-        assert_eq!(r.on_read(50 * M + M, M).ahead.first(), Some(&(52 * M, K)));
+        assert_eq!(q.own, vec![(K, K), (2 * K, K), (3 * K, K)]);
+        assert_eq!(q.ahead, vec![(M, M)]);
+        // The next read: its own pieces were queued as read-ahead already; the window
+        // doubles from the read's end.
+        let q = r.on_read(M, M);
+        assert!(q.own.is_empty(), "{q:?}");
+        assert_eq!(q.ahead, vec![(2 * M, M), (3 * M, M)]);
+        // A read elsewhere: only its own pieces after its first.
+        let q = r.on_read(50 * M, 2 * K);
+        assert_eq!(q.own, vec![(50 * M + K, K)]);
+        assert!(q.ahead.is_empty());
+        // Own pieces are never larger than read-ahead ones.
+        let t = Stream::new(100 * M, K, 8 * M).with_own_piece(M);
+        assert_eq!(t.own_piece, K);
     }
 
     #[test]

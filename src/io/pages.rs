@@ -306,6 +306,19 @@ impl PageCache {
         claims
     }
 
+    /// Land the pages of `claim`, a background fetch from a source of `len` bytes, as its
+    /// bytes arrive (in order): each whole page is kept (data pages) and its readers woken
+    /// at once, not when the whole answer is in.
+    pub fn filling(&self, claim: Claim, len: u64) -> Filling<'_> {
+        Filling {
+            cache: self,
+            next: claim.first,
+            claim,
+            len,
+            partial: Vec::new(),
+        }
+    }
+
     /// End a background fetch: keep its bytes (data pages) and wake the readers waiting for
     /// its pages, or fail them with the error.
     pub fn complete(&self, claim: &Claim, len: u64, got: std::io::Result<Vec<u8>>) {
@@ -390,6 +403,112 @@ impl PageCache {
         for f in flights {
             *f.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(result.clone());
             f.cv.notify_all();
+        }
+    }
+}
+
+/// A background fetch landing its pages as its bytes arrive ([`PageCache::filling`]).
+/// [`Filling::finish`] ends it; dropped unfinished, its pages not yet landed fail their
+/// readers.
+pub struct Filling<'a> {
+    cache: &'a PageCache,
+    claim: Claim,
+    len: u64,
+    /// The page the next byte belongs to.
+    next: u64,
+    /// The bytes of page `next` so far, when they came in pieces.
+    partial: Vec<u8>,
+}
+
+impl Filling<'_> {
+    /// Bytes of page `p`: a whole page, or less as the last of the source.
+    fn page_len(&self, p: u64) -> usize {
+        (self.len.saturating_sub(p * PAGE)).min(PAGE) as usize
+    }
+
+    /// The next bytes of the answer; an error if they run past the claim (nothing is kept of
+    /// them).
+    pub fn push(&mut self, mut bytes: &[u8]) -> Result<(), String> {
+        let mut done: Vec<(u64, Arc<[u8]>)> = Vec::new();
+        while !bytes.is_empty() {
+            let want = self.page_len(self.next);
+            if self.next >= self.claim.end || want == 0 {
+                return Err(format!(
+                    "more bytes than the {} pages asked for",
+                    self.claim.end - self.claim.first
+                ));
+            }
+            let page: Arc<[u8]> = if self.partial.is_empty() && bytes.len() >= want {
+                let (page, rest) = bytes.split_at(want);
+                bytes = rest;
+                Arc::from(page)
+            } else {
+                let k = (want - self.partial.len()).min(bytes.len());
+                self.partial.extend_from_slice(&bytes[..k]);
+                bytes = &bytes[k..];
+                if self.partial.len() < want {
+                    continue;
+                }
+                Arc::from(std::mem::take(&mut self.partial).as_slice())
+            };
+            done.push((self.next, page));
+            self.next += 1;
+        }
+        if done.is_empty() {
+            return Ok(());
+        }
+        let landed: Vec<u64> = {
+            let mut st = self.cache.lock();
+            let mut landed = Vec::new();
+            for (p, page) in done {
+                if self.claim.owned.binary_search(&p).is_ok() {
+                    landed.push(p);
+                }
+                if !st.contains((self.claim.obj, p)) {
+                    st.data.put((self.claim.obj, p), page);
+                }
+            }
+            landed
+        };
+        self.cache.land(self.claim.obj, &landed, Ok(()));
+        Ok(())
+    }
+
+    /// End the fetch: `result` is its outcome; an answer that stopped short of the claim
+    /// fails the pages it did not bring.
+    pub fn finish(mut self, result: std::io::Result<()>) {
+        let short = self.next < self.claim.end && self.page_len(self.next) > 0;
+        let outcome = match result {
+            Err(e) => Err(e.to_string()),
+            Ok(()) if short => Err(format!(
+                "the answer stopped at page {} of {}..{}",
+                self.next, self.claim.first, self.claim.end
+            )),
+            Ok(()) => Ok(()),
+        };
+        self.end(outcome);
+    }
+
+    fn end(&mut self, outcome: Result<(), String>) {
+        {
+            let mut st = self.cache.lock();
+            st.inflight = st
+                .inflight
+                .saturating_sub((self.claim.end - self.claim.first) * PAGE);
+        }
+        let rest: Vec<u64> = std::mem::take(&mut self.claim.owned)
+            .into_iter()
+            .filter(|&p| p >= self.next)
+            .collect();
+        self.cache.land(self.claim.obj, &rest, outcome);
+        self.claim.end = self.claim.first;
+    }
+}
+
+impl Drop for Filling<'_> {
+    fn drop(&mut self) {
+        if self.claim.end > self.claim.first {
+            self.end(Err("the fetch was dropped".to_string()));
         }
     }
 }
@@ -541,5 +660,56 @@ mod tests {
         }
         assert_eq!(cache.stats().inflight, 0);
         assert!(!cache.has(1, 20 * PAGE, 1));
+    }
+
+    #[test]
+    fn a_filling_lands_pages_as_their_bytes_arrive() {
+        let data = source(10 * PAGE + 300);
+        let len = data.len() as u64;
+        let cache = PageCache::new(4 * PAGE, 64 * PAGE);
+        // Page 2 is in flight elsewhere (a reader of its own): the claim joins across it
+        // but is not its flight.
+        let other = cache.claim(1, &[(2, 3)], 0, 16);
+        let claim = cache.claim(1, &[(0, 2), (3, 11)], 1, 16).remove(0);
+        assert_eq!((claim.first, claim.end), (0, 11));
+        let mut fill = cache.filling(claim, len);
+        // Pieces that cut pages anywhere: each page is kept once whole.
+        fill.push(&data[..100]).unwrap();
+        assert!(!cache.has(1, 0, 1));
+        fill.push(&data[100..(PAGE + 7) as usize]).unwrap();
+        assert!(cache.has(1, 0, PAGE) && !cache.has(1, PAGE, 1));
+        // A reader of page 0 is answered now, before the rest arrives.
+        let mut b = vec![0u8; 64];
+        cache
+            .read(1, 10, &mut b, len, Class::Meta, |_, _| {
+                panic!("page 0 was landed")
+            })
+            .unwrap();
+        assert_eq!(&b[..], &data[10..74]);
+        fill.push(&data[(PAGE + 7) as usize..(6 * PAGE) as usize])
+            .unwrap();
+        assert!(cache.has(1, 0, 6 * PAGE));
+        // Page 2's flight is the other claim's: still in flight.
+        assert!(cache.lock().flying.contains_key(&(1, 2)));
+        // The answer stops short: the pages it did not bring fail their readers.
+        fill.finish(Ok(()));
+        assert!(!cache.has(1, 6 * PAGE, 1));
+        assert!(cache.lock().flying.keys().all(|&(_, p)| p == 2));
+        for c in &other {
+            cache.complete(c, len, Err(std::io::Error::other("gone")));
+        }
+        assert_eq!(cache.stats().inflight, 0);
+        // The last page of the source is short; more bytes than claimed are refused.
+        let claim = cache.claim(1, &[(9, 12)], 0, 16).remove(0);
+        let mut fill = cache.filling(claim, len);
+        fill.push(&data[(9 * PAGE) as usize..]).unwrap();
+        assert!(fill.push(&[0u8]).is_err());
+        fill.finish(Ok(()));
+        assert!(cache.has(1, 9 * PAGE, PAGE + 300));
+        // Dropped unfinished: its pages fail, nothing stays in flight.
+        let claim = cache.claim(1, &[(6, 8)], 0, 16).remove(0);
+        drop(cache.filling(claim, len));
+        assert!(cache.lock().flying.is_empty());
+        assert_eq!(cache.stats().inflight, 0);
     }
 }

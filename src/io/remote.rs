@@ -47,6 +47,9 @@
 //!
 //!   So reading one dataset moves about its own bytes, never the data that follows it.
 //! - A missing run longer than [`PART`] is fetched as parallel GETs of [`PART`] bytes.
+//! - The pages of a background GET are kept, and their readers woken, as its answer
+//!   arrives ([`PageCache::filling`]), not when the whole of it is in; the answer is
+//!   copied once, into the pages.
 //!
 //! At most [`MAX_REQUESTS`] GETs are in flight in the process, and the bytes of background
 //! fetches in flight count against the data budget (a hint that does not fit is dropped).
@@ -643,8 +646,14 @@ impl Inner {
         pick(&TOTALS).fetch_add(n, Ordering::Relaxed);
     }
 
-    /// One ranged GET (with `If-Match`), once a request slot is free.
-    async fn get_one(&self, range: Range<u64>) -> std::io::Result<Vec<u8>> {
+    /// One ranged GET (with `If-Match`), once a request slot is free: the answer's bytes go to
+    /// `each` as they arrive (which may refuse them: the answer is then in error).
+    async fn get_each(
+        &self,
+        range: Range<u64>,
+        mut each: impl FnMut(&[u8]) -> Result<(), String>,
+    ) -> std::io::Result<()> {
+        use futures_util::StreamExt;
         let _slot = REQUESTS
             .acquire()
             .await
@@ -658,32 +667,50 @@ impl Inner {
         };
         self.count(|s| &s.gets, 1);
         log::debug!("{}: {shown}", self.url);
-        let got = async {
-            let r = self.store.get_opts(&self.path, opts).await?;
-            r.bytes().await
-        }
-        .await;
-        let bytes = got.map_err(|e| {
+        let fail = |why: String| {
             self.count(|s| &s.failures, 1);
-            let why = match e {
+            io_err(&self.url, &shown, why)
+        };
+        let failed = |e: object_store::Error| {
+            fail(match e {
                 object_store::Error::Precondition { .. } => {
                     self.count(|s| &s.changed, 1);
                     "the object changed since it was mounted (ETag no longer matches)".to_string()
                 }
                 e => e.to_string(),
-            };
-            io_err(&self.url, &shown, why)
-        })?;
-        if bytes.len() as u64 != want {
-            self.count(|s| &s.failures, 1);
-            return Err(io_err(
-                &self.url,
-                &shown,
-                format!("{} bytes in the answer", bytes.len()),
-            ));
+            })
+        };
+        let mut stream = match self.store.get_opts(&self.path, opts).await {
+            Ok(r) => r.into_stream(),
+            Err(e) => return Err(failed(e)),
+        };
+        let mut got = 0u64;
+        while let Some(piece) = stream.next().await {
+            let piece = piece.map_err(failed)?;
+            got += piece.len() as u64;
+            if got > want {
+                return Err(fail(format!(
+                    "more than the {want} bytes asked for in the answer"
+                )));
+            }
+            each(&piece).map_err(fail)?;
+        }
+        if got != want {
+            return Err(fail(format!("{got} bytes in the answer")));
         }
         self.count(|s| &s.bytes, want);
-        Ok(bytes.to_vec())
+        Ok(())
+    }
+
+    /// One ranged GET (with `If-Match`), once a request slot is free.
+    async fn get_one(&self, range: Range<u64>) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity((range.end - range.start) as usize);
+        self.get_each(range, |b| {
+            out.extend_from_slice(b);
+            Ok(())
+        })
+        .await?;
+        Ok(out)
     }
 
     /// The bytes of `range`: one GET, or parallel GETs of [`PART`] bytes for a long range.
@@ -765,10 +792,13 @@ impl Inner {
         sent
     }
 
-    /// Fetch the pages of claim `c` with one GET of one range.
+    /// Fetch the pages of claim `c` with one GET of one range, each page kept (and its
+    /// readers woken) as its bytes arrive.
     async fn fetch_one(self: Arc<Self>, c: Claim) {
-        let got = self.get_one(c.range(self.len)).await;
-        self.pages.complete(&c, self.len, got);
+        let range = c.range(self.len);
+        let mut fill = self.pages.filling(c, self.len);
+        let got = self.get_each(range, |b| fill.push(b)).await;
+        fill.finish(got);
     }
 
     /// Whether GETs of several ranges are worth sending.
@@ -1072,9 +1102,12 @@ impl Inner {
         if forward && (s.streak >= RA_STREAK || large) {
             let from = s.ahead.max(s.next);
             let target = (s.next + window).min(limit);
-            // Send in batches of at least half a window, not one page per read (and the
-            // rest, whatever its size, once the window reaches the limit).
-            if target > from && (target - from >= window / 2 || target == limit) {
+            // Send in batches of at least a quarter of a window, not one page per read (and
+            // the rest, whatever its size, once the window reaches the limit). A quarter
+            // rather than a half: the next batch goes out while three quarters of the
+            // window are still ahead of the reader, so a reader as fast as the round trip
+            // lets it be rarely finds the window empty.
+            if target > from && (target - from >= window / 4 || target == limit) {
                 todo = Some((from, target));
                 s.ahead = target;
                 s.window = (s.window * 2).min(self.ra_max);
@@ -1136,7 +1169,9 @@ impl Remote {
         let n = (buf.len() as u64).min(len - offset) as usize;
         let buf = &mut buf[..n];
         let class = if let Some(hint) = data {
-            self.inner.readahead(offset, offset + n as u64, hint);
+            if !super::source::is_background() {
+                self.inner.readahead(offset, offset + n as u64, hint);
+            }
             Class::Data
         } else if n >= DIRECT_READ {
             Class::Data
@@ -1190,6 +1225,13 @@ impl ByteSource for Remote {
 
     fn read_data_at(&self, offset: u64, buf: &mut [u8], hint: &DataHint) -> std::io::Result<usize> {
         self.read(offset, buf, Some(hint))
+    }
+
+    fn note_data(&self, offset: u64, end: u64, hint: &DataHint) {
+        let end = end.min(self.inner.len);
+        if offset < end {
+            self.inner.readahead(offset, end, hint);
+        }
     }
 
     fn prefetch(&self, ranges: &[(u64, u64)]) {

@@ -24,6 +24,31 @@ pub struct DataHint {
     pub extent: Option<(u64, u64)>,
 }
 
+thread_local! {
+    /// Set while this thread reads on behalf of another reader ([`in_background`]).
+    static BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` with this thread's data reads marked as background work (a prefetch worker
+/// decoding chunks that a reader asked for): a remote source does not take them for a
+/// reader's progress through the file, whose readahead follows the reader's own reads and
+/// [`ByteSource::note_data`].
+pub fn in_background<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            BACKGROUND.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(BACKGROUND.with(|c| c.replace(true)));
+    f()
+}
+
+/// True inside [`in_background`].
+pub fn is_background() -> bool {
+    BACKGROUND.with(|c| c.get())
+}
+
 /// Where the bytes of a file come from (see the module docs).
 pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// Length in bytes, as taken when the source was opened.
@@ -59,6 +84,13 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// fetching them in the background, merged into few requests; a local one ignores it.
     fn prefetch(&self, ranges: &[(u64, u64)]) {
         let _ = ranges;
+    }
+
+    /// A note that a reader is reading the data bytes `offset..end` now (as one read, though
+    /// they are fetched in pieces, some by helper threads): a remote source follows such
+    /// reads with readahead as it follows [`ByteSource::read_data_at`].
+    fn note_data(&self, offset: u64, end: u64, hint: &DataHint) {
+        let _ = (offset, end, hint);
     }
 
     /// The file's own page size (a file written with paged aggregation keeps its metadata in

@@ -100,6 +100,14 @@ impl Storage {
         }
     }
 
+    /// Note that a reader reads the data at relative addresses `addr..end` now (see
+    /// [`ByteSource::note_data`]).
+    pub fn note_data(&self, addr: u64, end: u64) {
+        if let (Some(a), Some(e)) = (self.base.checked_add(addr), self.base.checked_add(end)) {
+            self.inner.note_data(a, e, &self.hint);
+        }
+    }
+
     /// Fill `buf` from relative address `addr`. Fails with [`Error::Truncated`] if the range is
     /// not entirely inside the file.
     pub fn read_at(&self, addr: u64, buf: &mut [u8], what: &'static str) -> Result<()> {

@@ -392,15 +392,23 @@ impl Chunked {
         Ok(Some(shared))
     }
 
-    /// Fill `buf` with the image bytes from `offset`; the caller has clipped the range.
-    pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+    /// Whether reads copy this dataset's chunks from the file straight into the reader's
+    /// buffer, uncached: unfiltered chunks with long row runs (one `pread` per run; caching
+    /// them would cost an extra copy and evict decoded chunks, and the kernel's page cache
+    /// already holds the file).
+    fn direct(&self) -> bool {
+        !self.filtered
+            && self.geom.chunk[last_dim(self.geom.dims.len())].saturating_mul(self.es) >= DIRECT_RUN
+    }
+
+    /// The regions of image bytes `offset..end` and, for each, the chunks it touches (an
+    /// inclusive box of merged chunk coordinates).
+    fn regions(&self, offset: u64, end: u64) -> (Vec<Region>, Vec<ChunkBox>) {
         let g = &self.geom;
         let m = g.dims.len();
-        let end = offset + buf.len() as u64;
         let (e0, e1) = (offset / self.es, end.div_ceil(self.es));
         let regions = decompose(&g.dims, &g.strides, e0, e1);
-        // The chunks each region touches: an inclusive box of chunk coordinates.
-        let spans: Vec<(Vec<u64>, Vec<u64>)> = regions
+        let spans = regions
             .iter()
             .map(|r| {
                 let lo = (0..m).map(|j| r.start[j] / g.chunk[j]).collect();
@@ -410,27 +418,54 @@ impl Chunked {
                 (lo, hi)
             })
             .collect();
+        (regions, spans)
+    }
+
+    /// Tell a remote source which stored chunks image bytes `offset..end` need (see
+    /// [`Chunked::hint_chunks`]), before anyone reads them: the prefetch workers that decode
+    /// some of a read's chunks then wait for the read's merged requests instead of sending
+    /// their own. `read`: a reader reads these bytes now; their chunks are noted as its
+    /// reads (the workers' reads are not the reader's progress). The caller has clipped the
+    /// range.
+    pub(crate) fn hint(&self, offset: u64, end: u64, read: bool) -> Result<()> {
+        if !self.storage.wants_hints() || end <= offset {
+            return Ok(());
+        }
+        let (_, spans) = self.regions(offset, end);
+        let ranges = self.hint_chunks(&spans, self.direct(), true)?;
+        if read {
+            // Chunk by chunk, in file order, as the reader would read them itself.
+            for &(a, n) in &ranges {
+                self.storage.note_data(a, a.saturating_add(n));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fill `buf` with the image bytes from `offset`; the caller has clipped the range.
+    pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let g = &self.geom;
+        let m = g.dims.len();
+        let end = offset + buf.len() as u64;
+        let (regions, spans) = self.regions(offset, end);
         let inside = |k: usize, cc: &[u64]| {
             let (lo, hi) = &spans[k];
             cc.iter()
                 .zip(lo.iter().zip(hi))
                 .all(|(c, (l, h))| l <= c && c <= h)
         };
-        // Unfiltered chunks with long row runs are copied from the file straight into `buf`
-        // (one `pread` per run): caching them would cost an extra copy and evict decoded
-        // chunks, and the kernel's page cache already holds the file.
-        let direct = !self.filtered && g.chunk[last_dim(m)].saturating_mul(self.es) >= DIRECT_RUN;
+        let direct = self.direct();
         // A prefetch worker only wants the chunks in the cache.
         let fetch_only = super::is_fetch_only();
         if fetch_only && direct {
             // Nothing to decode; a remote source fetches the chunks' bytes.
             if self.storage.wants_hints() {
-                self.hint_chunks(&spans, direct)?;
+                self.hint_chunks(&spans, direct, true)?;
             }
             return Ok(());
         }
         if self.storage.wants_hints() {
-            self.hint_chunks(&spans, direct)?;
+            self.hint_chunks(&spans, direct, fetch_only)?;
         }
         let mut cc = vec![0u64; m];
         let mut scratch = Scratch {
@@ -477,7 +512,15 @@ impl Chunked {
     /// Tell a source where every request costs a round trip which chunks the read of the
     /// chunk boxes `spans` is about to fetch (those not cached): it fetches them together,
     /// near ones merged into one request, instead of one request after the other.
-    fn hint_chunks(&self, spans: &[(Vec<u64>, Vec<u64>)], direct: bool) -> Result<()> {
+    /// `all`: name every chunk, also the one a reader fetches itself (a read names the others
+    /// only; a worker's read, or a hint ahead of the read, names all).
+    /// Returns the ranges named (none when one chunk, which the reader fetches itself).
+    fn hint_chunks(
+        &self,
+        spans: &[ChunkBox],
+        direct: bool,
+        all: bool,
+    ) -> Result<Vec<(u64, u64)>> {
         let mut ranges = Vec::new();
         let mut cc = vec![0u64; self.geom.dims.len()];
         for (lo, hi) in spans {
@@ -500,12 +543,13 @@ impl Chunked {
             }
         }
         // One chunk is fetched by the read itself, unless this is a prefetch worker's.
-        if ranges.len() > 1 || (!ranges.is_empty() && super::is_fetch_only()) {
+        if ranges.len() > 1 || (!ranges.is_empty() && all) {
             ranges.sort_unstable();
             ranges.dedup();
             self.storage.prefetch(&ranges);
+            return Ok(ranges);
         }
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// The cached decoded chunk that holds image bytes `offset..offset + len` as one
@@ -516,9 +560,7 @@ impl Chunked {
     pub(crate) fn shared_run(&self, offset: u64, len: u64) -> Result<Option<(ChunkBytes, usize)>> {
         let g = &self.geom;
         let m = g.dims.len();
-        if len == 0
-            || (!self.filtered && g.chunk[last_dim(m)].saturating_mul(self.es) >= DIRECT_RUN)
-        {
+        if len == 0 || self.direct() {
             return Ok(None);
         }
         let (e0, e1) = (offset / self.es, (offset + len - 1) / self.es);
@@ -651,6 +693,9 @@ enum Source<'a> {
     /// Stored raw at this relative file address.
     File(u64),
 }
+
+/// An inclusive box of merged chunk coordinates: its lowest and highest corners.
+type ChunkBox = (Vec<u64>, Vec<u64>);
 
 /// Most chunks one read names in a prefetch hint.
 const MAX_HINTS: usize = 1024;

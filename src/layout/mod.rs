@@ -192,6 +192,19 @@ impl DataReader {
         Ok(n)
     }
 
+    /// Name the stored bytes that image bytes `offset..offset + len` need to a source where
+    /// every request costs a round trip, so that they are fetched together now (merged
+    /// requests, in the background). `read`: a reader reads these bytes now (rather than
+    /// ahead), which the source follows as the reader's progress. Only chunked layouts name
+    /// anything: a contiguous read is one range already.
+    pub fn hint(&self, offset: u64, len: u64, read: bool) -> Result<()> {
+        let end = offset.saturating_add(len).min(self.len);
+        match &self.kind {
+            Kind::Chunked(r) if offset < end => r.hint(offset, end, read),
+            _ => Ok(()),
+        }
+    }
+
     /// The cached decoded chunk holding bytes `offset..offset + len` of the image as one
     /// contiguous run, and the run's start in it; `None` when the range is not such a run
     /// (other layouts, ranges crossing chunks or rows, chunks never written) or not wholly
@@ -222,7 +235,7 @@ pub fn fetch_only<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _reset = Reset(FETCH_ONLY.with(|c| c.replace(true)));
-    f()
+    crate::io::source::in_background(f)
 }
 
 /// True inside [`fetch_only`].

@@ -171,6 +171,16 @@ impl Dataset {
         }
     }
 
+    /// Name the stored bytes that image bytes `offset..offset + len` need to a remote
+    /// source, which fetches them together in the background; `read`: a reader reads them
+    /// now, not ahead (see [`DataReader::hint`]).
+    pub fn hint(&self, offset: u64, len: u64, read: bool) -> Result<()> {
+        match &self.reader {
+            ReaderState::Ready(r) => r.hint(offset, len, read),
+            _ => Ok(()),
+        }
+    }
+
     /// Read the stored bytes at `offset`: the byte image, or for a variable-length type the
     /// stored references (see [`crate::views`]), which [`Dataset::read_at`] refuses.
     pub fn read_stored_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
