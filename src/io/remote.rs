@@ -544,10 +544,32 @@ struct Multi {
     client: HttpClient,
     /// The object's URL, encoded as `object_store` encodes it.
     url: String,
-    /// Cleared for the origin when its server answered a request for several ranges with
-    /// anything but parts of them: one GET per run from then on.
-    on: Arc<AtomicBool>,
+    /// Whether the origin's server answers them (shared by its objects).
+    state: Arc<MultiState>,
     retry_total: Duration,
+}
+
+/// Whether an HTTP server answers GETs of several ranges with parts of them.
+#[derive(Debug)]
+struct MultiState {
+    /// Cleared when the server answered one with anything but parts: one GET per run from
+    /// then on.
+    on: AtomicBool,
+    /// Set once it answered one with parts. Until then one is sent at a time, the others
+    /// waiting for its answer: a server that refuses them is sent one, not one per batch
+    /// that happened to go out before its refusal came back.
+    proven: AtomicBool,
+    probe: tokio::sync::Mutex<()>,
+}
+
+impl MultiState {
+    fn new() -> Arc<MultiState> {
+        Arc::new(MultiState {
+            on: AtomicBool::new(true),
+            proven: AtomicBool::new(false),
+            probe: tokio::sync::Mutex::new(()),
+        })
+    }
 }
 
 /// The answer to a GET of several ranges: its body, and where each part's bytes lie in it
@@ -805,7 +827,7 @@ impl Inner {
     fn multi_on(&self) -> bool {
         self.multi
             .as_ref()
-            .is_some_and(|m| m.on.load(Ordering::Relaxed))
+            .is_some_and(|m| m.state.on.load(Ordering::Relaxed))
     }
 
     /// Fetch the claims of `batch` with one GET of several ranges, falling back to one GET
@@ -855,6 +877,14 @@ impl Inner {
             ),
             _ => "GET of no ranges".to_string(),
         };
+        // Until the server has answered one with parts, one at a time (see `MultiState`).
+        let _probe = match m.state.proven.load(Ordering::Relaxed) {
+            true => None,
+            false => Some(m.state.probe.lock().await),
+        };
+        if !m.state.on.load(Ordering::Relaxed) {
+            return Err(None);
+        }
         let deadline = Instant::now() + m.retry_total;
         let mut wait = Duration::from_millis(100);
         // Counted once, as a GET of one range is (its retries show in `net_stats`).
@@ -870,6 +900,7 @@ impl Inner {
             };
             match got {
                 Ok(answer) => {
+                    m.state.proven.store(true, Ordering::Relaxed);
                     self.count(|s| &s.bytes, answer.body.len() as u64);
                     return Ok(answer);
                 }
@@ -895,7 +926,7 @@ impl Inner {
 
     /// Send no more GETs of several ranges to this server (said once in the log).
     fn stop_multi(&self, m: &Multi, why: &str) {
-        if m.on.swap(false, Ordering::Relaxed) {
+        if m.state.on.swap(false, Ordering::Relaxed) {
             log::info!(
                 "{}: the server does not serve GETs of several ranges as parts ({why}); one \
                  GET per range from now on",
@@ -1318,7 +1349,7 @@ pub struct RemoteOrigin {
     store: Arc<dyn ObjectStore>,
     /// For an HTTP server: a client of its own for GETs of several ranges, the base URL, and
     /// whether the server answers them with parts (see [`Multi`]).
-    multi: Option<(HttpClient, url::Url, Arc<AtomicBool>)>,
+    multi: Option<(HttpClient, url::Url, Arc<MultiState>)>,
     /// `https://host` or `s3://bucket` (no trailing `/`).
     base: String,
     opts: RemoteOptions,
@@ -1347,7 +1378,7 @@ impl RemoteOrigin {
                     .connect(&client_options(opts))
                     .map_err(|e| bad_url(base, &e.to_string()))?;
                 let url = url::Url::parse(base).map_err(|e| bad_url(base, &e.to_string()))?;
-                Some((client, url, Arc::new(AtomicBool::new(true))))
+                Some((client, url, MultiState::new()))
             }
         };
         Ok((
@@ -1373,14 +1404,14 @@ impl RemoteOrigin {
 
     /// GETs of several ranges of the object `key` (HTTP servers only).
     fn multi(&self, key: &StorePath) -> Option<Multi> {
-        let (client, base, on) = self.multi.as_ref()?;
+        let (client, base, state) = self.multi.as_ref()?;
         // As object_store's HTTP store names the object.
         let mut url = base.clone();
         url.path_segments_mut().ok()?.extend(key.parts());
         Some(Multi {
             client: client.clone(),
             url: url.to_string(),
-            on: on.clone(),
+            state: state.clone(),
             retry_total: self.opts.retry_total,
         })
     }

@@ -219,28 +219,18 @@ impl DataReader {
     }
 }
 
-thread_local! {
-    /// Set while this thread runs [`fetch_only`].
-    static FETCH_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 /// Run `f` with reads of chunked datasets on this thread only bringing the chunks they touch
 /// into the chunk cache: the destination buffer is left as it is (for prefetch workers, which
-/// want the decode, not the bytes). Other layouts read as usual.
+/// want the decode, not the bytes). Other layouts read as usual. The thread's reads are
+/// background work for a remote source too ([`crate::io::source::in_background`]): not a
+/// reader's progress through the file.
 pub fn fetch_only<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            FETCH_ONLY.with(|c| c.set(self.0));
-        }
-    }
-    let _reset = Reset(FETCH_ONLY.with(|c| c.replace(true)));
     crate::io::source::in_background(f)
 }
 
 /// True inside [`fetch_only`].
 pub(crate) fn is_fetch_only() -> bool {
-    FETCH_ONLY.with(|c| c.get())
+    crate::io::source::is_background()
 }
 
 /// Fill `buf`, which holds the image bytes starting at `image_offset`, with the fill value
