@@ -135,6 +135,7 @@ fn stats_xattr_is_served_on_the_root_only_and_not_listed() {
         "remote_retries",
         "remote_p50_us",
         "remote_p99_us",
+        "remote_warm_up",
     ];
     for k in keys {
         assert!(s.contains_key(k), "missing {k}: {s:?}");

@@ -55,6 +55,15 @@ use std::path::{Path, PathBuf};
 use harness::{stats, wait_for, walk, Mount};
 use servers::{Nginx, Seaweed};
 
+/// A mount of `url` that sends only the requests its test asks for (no background warm-up
+/// of the root listing, see `a_remote_mount_lists_its_root_in_the_background`), so that
+/// they can be counted, and faults injected into them.
+fn counted(url: &str, extra: &[&str]) -> Mount {
+    let mut args = vec!["--no-warm-up"];
+    args.extend_from_slice(extra);
+    Mount::background(Path::new(url), &args)
+}
+
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data")
 }
@@ -118,7 +127,7 @@ fn a_mount_is_ready_after_one_head_and_one_get() {
     let Some(ng) = Nginx::start(&data_dir(), 30) else {
         return;
     };
-    let m = Mount::background(Path::new(&ng.url("chunked_huge_latest.h5")), &[]);
+    let m = counted(&ng.url("chunked_huge_latest.h5"), &[]);
     let s = stats(&m);
     assert_eq!((s["remote_heads"], s["remote_gets"]), (1, 1), "{s:?}");
     assert_eq!(
@@ -138,6 +147,59 @@ fn a_mount_is_ready_after_one_head_and_one_get() {
                 .unwrap()
                 .len()
     );
+}
+
+/// `ls -l` of the root and of each directory below it: the names, and every entry's
+/// metadata.
+fn ls_two_levels(root: &Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(root).unwrap() {
+        let e = e.unwrap();
+        let md = fs::symlink_metadata(e.path()).unwrap();
+        out.push((e.file_name().to_string_lossy().into_owned(), md.len()));
+        if md.is_dir() {
+            for c in fs::read_dir(e.path()).unwrap() {
+                let c = c.unwrap();
+                let len = fs::symlink_metadata(c.path()).unwrap().len();
+                out.push((
+                    format!(
+                        "{}/{}",
+                        e.file_name().to_string_lossy(),
+                        c.file_name().to_string_lossy()
+                    ),
+                    len,
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_remote_mount_lists_its_root_in_the_background() {
+    // Once ready, a mount lists its root and the groups in it (their links, their
+    // children's headers): the first `ls -l` of them then costs no request. Without the
+    // warm-up the same costs requests.
+    let Some(ng) = Nginx::start(&remote_fixtures(), 0) else {
+        return;
+    };
+    let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
+    assert!(
+        wait_for(|| stats(&m)["remote_warm_up"] == 2),
+        "{:?}",
+        stats(&m)
+    );
+    let before = stats(&m);
+    let warm = ls_two_levels(m.path());
+    let after = stats(&m);
+    assert_eq!(delta(&before, &after, "remote_gets"), 0, "{after:?}");
+    assert!(warm.len() > 10, "{warm:?}");
+    let cold = counted(&ng.url("layout.h5"), &[]);
+    let before = stats(&cold);
+    assert_eq!(before["remote_warm_up"], 0);
+    assert_eq!(ls_two_levels(cold.path()), warm);
+    assert!(delta(&before, &stats(&cold), "remote_gets") > 0);
 }
 
 #[test]
@@ -265,11 +327,11 @@ fn a_server_gone_fails_reads_within_the_bound_and_the_mount_lives_on() {
     let Some(ng_big) = Nginx::start(&big, 0) else {
         return;
     };
-    let m = Mount::background(
-        Path::new(&ng_big.url("soak.h5")),
+    let m = counted(
+        &ng_big.url("soak.h5"),
         &["--request-timeout", "1", "--retry-timeout", "2"],
     );
-    let small = Mount::background(Path::new(&ng.url("chunked_many_latest.h5")), &[]);
+    let small = counted(&ng.url("chunked_many_latest.h5"), &[]);
     let cached = fs::read(m.path().join("compact_i2")).unwrap();
     drop(ng_big);
     let start = std::time::Instant::now();
@@ -298,8 +360,8 @@ fn a_server_back_after_an_outage_serves_what_was_never_fetched() {
     let Some(mut ng) = Nginx::start(&big, 0) else {
         return;
     };
-    let m = Mount::background(
-        Path::new(&ng.url("soak.h5")),
+    let m = counted(
+        &ng.url("soak.h5"),
         &["--request-timeout", "1", "--retry-timeout", "2"],
     );
     let pid = m.pid().expect("daemon pid");
@@ -509,7 +571,7 @@ fn answers_503_and_cut_short_are_retried_then_served() {
     let want = walk(local.path());
     for truncate in [false, true] {
         let proxy = FaultProxy::start(ng.port(), 3, truncate);
-        let m = Mount::background(Path::new(&proxy.url(name)), &[]);
+        let m = counted(&proxy.url(name), &[]);
         assert_eq!(walk(m.path()), want, "truncate={truncate}");
         assert_eq!(proxy.faults(), 3, "faults injected, truncate={truncate}");
     }
@@ -532,7 +594,7 @@ fn walk_layout_through(
     proxy: &FaultProxy,
     want: &BTreeMap<String, String>,
 ) -> BTreeMap<String, u64> {
-    let m = Mount::background(Path::new(&proxy.url("layout.h5")), &[]);
+    let m = counted(&proxy.url("layout.h5"), &[]);
     assert_eq!(&walk(m.path()), want);
     let s = stats(&m);
     assert_eq!(s["remote_failures"], 0, "{s:?}");
@@ -701,7 +763,7 @@ fn list_g(ng: &Nginx) -> (Vec<u64>, Vec<servers::Logged>, String) {
     let fx = Layout::load();
     let heads = fx.headers();
     assert!(heads.len() >= 10);
-    let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
+    let m = counted(&ng.url("layout.h5"), &[]);
     let skip = ng.logged().len();
     let before = stats(&m);
     let out = std::process::Command::new("ls")
@@ -849,7 +911,7 @@ fn random_preads_cost_one_get_per_chunk_missed_and_none_on_a_hit() {
     let Some(ng) = Nginx::start(&remote_fixtures(), 0) else {
         return;
     };
-    let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
+    let m = counted(&ng.url("layout.h5"), &[]);
     let f = fs::File::open(m.at("/rand")).unwrap();
     no_kernel_readahead(&f);
     // Three 4 KiB blocks of every chunk, all different, in a random (seeded) order; then
@@ -950,7 +1012,7 @@ fn readers_missing_the_same_chunk_at_once_cause_one_get() {
     let Some(ng) = Nginx::start(&remote_fixtures(), 300) else {
         return;
     };
-    let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
+    let m = counted(&ng.url("layout.h5"), &[]);
     let chunk = 6u64;
     let readers = 16u64;
     assert!(readers * 4096 <= fx.chunk_bytes());
@@ -1030,7 +1092,7 @@ fn a_sequential_read_is_fetched_ahead_in_few_large_gets() {
     let Some(ng) = Nginx::start(tmp.path(), 0) else {
         return;
     };
-    let m = Mount::background(Path::new(&ng.url("stream.h5")), &[]);
+    let m = counted(&ng.url("stream.h5"), &[]);
     let before = stats(&m);
     // One read at the start of the contiguous dataset, the kernel reading nothing ahead:
     // the rest of the dataset is fetched at once, in the background.
@@ -1078,7 +1140,7 @@ fn readahead_stays_in_the_dataset_read_until_the_reader_goes_on_to_the_next() {
     };
     // /a and /b lie in the first MiB, which the mount fetched: reading them costs nothing,
     // and whatever is fetched is fetched ahead.
-    let m = Mount::background(Path::new(&ng.url("stream.h5")), &[]);
+    let m = counted(&ng.url("stream.h5"), &[]);
     let cat = |names: &[&str]| {
         let out = std::process::Command::new("cat")
             .args(names.iter().map(|n| m.at(n)))
@@ -1121,7 +1183,7 @@ fn statistics_show_every_remote_counter() {
     let Some(ng) = Nginx::start(&remote_fixtures(), 0) else {
         return;
     };
-    let m = Mount::background(Path::new(&ng.url("layout.h5")), &[]);
+    let m = counted(&ng.url("layout.h5"), &[]);
     let fx = Layout::load();
     assert_eq!(
         harness::sha256(&fs::read(m.at("/rand")).unwrap()),

@@ -14,7 +14,10 @@ use crate::config::{self, Config};
 /// What the user asked for.
 pub enum Command {
     Mount(Box<Config>),
-    Inspect { file: PathBuf, path: Option<String> },
+    Inspect {
+        file: PathBuf,
+        path: Option<String>,
+    },
     /// Write the man page and shell completions into a directory (packaging).
     GenerateDocs(PathBuf),
 }
@@ -129,6 +132,12 @@ struct Cli {
     #[arg(long, help_heading = "Remote sources")]
     virtual_hosted: bool,
 
+    /// Do not list a remote file's root group in the background once the mount is ready
+    /// (its links, its children's headers, its child groups' listings): fetch nothing until
+    /// asked (-o no_warm_up).
+    #[arg(long, help_heading = "Remote sources")]
+    no_warm_up: bool,
+
     /// Longest one request may take, in seconds (-o request_timeout=S) [default: 10].
     #[arg(long, value_name = "SECONDS", value_parser = |v: &str| config::parse_seconds("request_timeout", v), help_heading = "Remote sources")]
     request_timeout: Option<std::time::Duration>,
@@ -223,6 +232,7 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     }
     c.no_sign_request |= cli.no_sign_request;
     c.virtual_hosted |= cli.virtual_hosted;
+    c.warm_up &= !cli.no_warm_up;
     if let Some(t) = cli.request_timeout {
         c.request_timeout = t;
     }
@@ -255,7 +265,10 @@ mod tests {
     fn version_names_the_commit() {
         use clap::CommandFactory;
         let v = Cli::command().render_version();
-        assert!(v.starts_with(&format!("h5mount {} (", env!("CARGO_PKG_VERSION"))), "{v}");
+        assert!(
+            v.starts_with(&format!("h5mount {} (", env!("CARGO_PKG_VERSION"))),
+            "{v}"
+        );
         let head = std::process::Command::new("git")
             .args(["rev-parse", "--short=12", "HEAD"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))

@@ -91,6 +91,9 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Longest a read may retry before failing (`--retry-timeout`, `-o retry_timeout=`).
     pub retry_timeout: Duration,
+    /// List a remote file's root group in the background once the mount is ready (off with
+    /// `--no-warm-up`, `-o no_warm_up`).
+    pub warm_up: bool,
 }
 
 /// Default bound on one request to a remote source.
@@ -142,6 +145,7 @@ impl Config {
             virtual_hosted: false,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             retry_timeout: DEFAULT_RETRY_TIMEOUT,
+            warm_up: true,
         }
     }
 
@@ -205,6 +209,7 @@ impl Config {
             "profile" => self.profile = Some(need()?.to_string()),
             "no_sign_request" => self.no_sign_request = true,
             "virtual_hosted" => self.virtual_hosted = true,
+            "no_warm_up" => self.warm_up = false,
             "request_timeout" => self.request_timeout = parse_seconds(key, need()?)?,
             "retry_timeout" => self.retry_timeout = parse_seconds(key, need()?)?,
             // Generic mount(8)/fstab options that mean nothing to a FUSE filesystem, or are
@@ -427,6 +432,9 @@ mod tests {
         assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
         assert_eq!(c.region.as_deref(), Some("eu-west-1"));
         assert!(c.no_sign_request && c.virtual_hosted);
+        assert!(c.warm_up);
+        c.apply_options("no_warm_up").unwrap();
+        assert!(!c.warm_up);
         assert_eq!(c.request_timeout, Duration::from_millis(2500));
         assert_eq!(c.retry_timeout, Duration::from_secs(60));
         for bad in ["endpoint", "request_timeout=0", "retry_timeout=x"] {

@@ -443,6 +443,10 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         return fail(format!("cannot block signals: {e}"));
     }
     let mountpoint = cfg.mountpoint.clone();
+    // A remote file (not a prefix or a directory) lists its root in the background once
+    // ready: see `H5Fs::warm_up`.
+    let warm_up =
+        cfg.warm_up && is_remote_source(cfg) && matches!(prepared.source, Source::File(_));
     let fs = match prepared.source {
         Source::File(file) => H5Fs::new(file, prepared.fs_opts),
         Source::Dir(resolver) => H5Fs::for_directory(resolver, prepared.fs_opts),
@@ -526,6 +530,15 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
                 ready = true;
                 let kb = raise_readahead(&mountpoint, cfg.readahead_kb);
                 core.stats().set_readahead_kb(kb);
+                if warm_up {
+                    let core = core.clone();
+                    let started = std::thread::Builder::new()
+                        .name("warm-up".into())
+                        .spawn(move || core.warm_up());
+                    if let Err(e) = started {
+                        log::warn!("no warm-up of the root listing: {e}");
+                    }
+                }
                 log::info!("{} mounted on {}", cfg.file.display(), mountpoint.display());
                 if cfg.daemon_child {
                     report("ready");

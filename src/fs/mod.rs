@@ -88,6 +88,10 @@ enum Mounted {
     Dir { root: PathBuf },
 }
 
+/// Groups in the root that [`H5Fs::warm_up`] reads, at most (each on a thread of its own
+/// while it waits for its round trips).
+pub const WARM_GROUPS: usize = 16;
+
 /// The mounted file or directory.
 #[derive(Debug)]
 pub struct H5Fs {
@@ -513,6 +517,46 @@ impl H5Fs {
         self.add_sidecars(&node, &mut entries);
         let listing = Arc::new(Listing::new(entries));
         Ok(self.keep_listing(ino, gen, listing))
+    }
+
+    /// Build the root directory's listing now, and fetch the links of up to [`WARM_GROUPS`]
+    /// of the groups in it and their children's headers, several groups at once (on a
+    /// remote source the headers of a group's children come together, in one round trip),
+    /// so that the first `ls`, `find` or open near the root finds them fetched instead of
+    /// paying their round trips one after another. Only the root's listing is built (its
+    /// entries are the mount's first; the groups below are read in the model only): which
+    /// path of a group with several names is its directory still follows the order in
+    /// which the user reaches them, as on a mount without warm-up once its root is listed.
+    /// The daemon runs it once a remote mount is ready (`--no-warm-up` not to). Its
+    /// progress shows in the statistics (`remote_warm_up`: 2 once all it reads is read); a
+    /// failure is left to the read that needs it.
+    pub fn warm_up(&self) {
+        self.stats.set_warm_up(1);
+        match self.listing(inode::ROOT_INO) {
+            Ok(root) => {
+                let groups: Vec<(Arc<File>, ObjectId)> = root
+                    .entries
+                    .iter()
+                    .skip(2)
+                    .filter(|e| e.kind == FileKind::Directory)
+                    .filter_map(|e| {
+                        let node = self.node(e.ino).ok()?;
+                        match node.kind {
+                            NodeKind::Object(id) => Some((self.file_of(&node).ok()?, id)),
+                            _ => None,
+                        }
+                    })
+                    .take(WARM_GROUPS)
+                    .collect();
+                std::thread::scope(|s| {
+                    for (file, id) in &groups {
+                        s.spawn(move || file.warm_group(*id));
+                    }
+                });
+            }
+            Err(e) => log::debug!("warm-up: the root listing failed: {e:?}"),
+        }
+        self.stats.set_warm_up(2);
     }
 
     /// Keep `listing` as the listing of `ino`, unless a refresh dropped the listings since

@@ -32,7 +32,7 @@ use super::prefetch::PrefetchStats;
 pub const STATS_XATTR: &str = "user.h5mount.stats";
 
 /// The keys of the text, in order.
-pub const KEYS: [&str; 30] = [
+pub const KEYS: [&str; 31] = [
     "read_requests",
     "read_bytes",
     "read_max_request",
@@ -63,6 +63,7 @@ pub const KEYS: [&str; 30] = [
     "remote_retries",
     "remote_p50_us",
     "remote_p99_us",
+    "remote_warm_up",
 ];
 
 /// The longest the text can be (every value of 20 digits). A size query (`getxattr` with
@@ -80,6 +81,7 @@ pub struct Stats {
     read_max_request: AtomicU64,
     readahead_kb: AtomicU64,
     refreshes: AtomicU64,
+    warm_up: AtomicU64,
 }
 
 impl Stats {
@@ -102,6 +104,11 @@ impl Stats {
         self.readahead_kb.store(kb, Ordering::Relaxed);
     }
 
+    /// Record where the warm-up of a remote mount is (see [`Snapshot::warm_up`]).
+    pub fn set_warm_up(&self, state: u64) {
+        self.warm_up.store(state, Ordering::Relaxed);
+    }
+
     /// The counters now, with the cache's and the prefetcher's.
     pub fn snapshot(
         &self,
@@ -122,6 +129,7 @@ impl Stats {
             refreshes: self.refreshes.load(Ordering::Relaxed),
             files,
             remote,
+            warm_up: self.warm_up.load(Ordering::Relaxed),
         }
     }
 }
@@ -146,6 +154,9 @@ pub struct Snapshot {
     pub files: ResolverStats,
     /// Requests of the mount's remote objects (zeros for a local source).
     pub remote: RequestCounts,
+    /// The background listing of a remote file's root after the mount: 0 none (a local
+    /// source, `--no-warm-up`), 1 running, 2 done.
+    pub warm_up: u64,
 }
 
 impl Snapshot {
@@ -182,6 +193,7 @@ impl Snapshot {
             self.remote.retries,
             self.remote.p50_us,
             self.remote.p99_us,
+            self.warm_up,
         ];
         let mut out = String::new();
         for (k, v) in KEYS.iter().zip(values) {
@@ -203,6 +215,7 @@ mod tests {
         s.on_read(1 << 20, 1000);
         s.on_read(8192, 0);
         s.set_readahead_kb(1024);
+        s.set_warm_up(2);
         s.on_refresh();
         let cache = CacheStats {
             hits: 5,
@@ -241,6 +254,7 @@ mod tests {
         full.on_read(u32::MAX, usize::MAX);
         full.on_read(u32::MAX, usize::MAX);
         full.set_readahead_kb(u64::MAX);
+        full.set_warm_up(u64::MAX);
         full.refreshes.store(u64::MAX, Ordering::Relaxed);
         let max = CacheStats {
             hits: u64::MAX,
@@ -310,6 +324,7 @@ mod tests {
                 "remote_retries 10",
                 "remote_p50_us 11",
                 "remote_p99_us 12",
+                "remote_warm_up 2",
             ]
         );
     }

@@ -515,12 +515,7 @@ impl Chunked {
     /// `all`: name every chunk, also the one a reader fetches itself (a read names the others
     /// only; a worker's read, or a hint ahead of the read, names all).
     /// Returns the ranges named (none when one chunk, which the reader fetches itself).
-    fn hint_chunks(
-        &self,
-        spans: &[ChunkBox],
-        direct: bool,
-        all: bool,
-    ) -> Result<Vec<(u64, u64)>> {
+    fn hint_chunks(&self, spans: &[ChunkBox], direct: bool, all: bool) -> Result<Vec<(u64, u64)>> {
         let mut ranges = Vec::new();
         let mut cc = vec![0u64; self.geom.dims.len()];
         for (lo, hi) in spans {

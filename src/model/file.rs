@@ -461,6 +461,21 @@ impl File {
         self.storage.prefetch(&heads);
     }
 
+    /// Read the links of `group` and the headers of the objects they lead to (on a remote
+    /// source, hinted together first), so that listing it later costs no read; errors are
+    /// left to that listing.
+    pub fn warm_group(&self, group: ObjectId) {
+        let Ok(links) = self.links(group) else {
+            return;
+        };
+        self.prefetch_headers(&links);
+        for l in links.iter() {
+            if let LinkTarget::Hard(id) = l.target {
+                let _ = self.kind(id);
+            }
+        }
+    }
+
     /// On a remote source, list the groups `ids` in the background, several at once (their
     /// links, then their children's headers), so that a walk going on into them finds them
     /// fetched: `find` or `ls -R` then costs about one round trip per level of the tree
