@@ -27,6 +27,7 @@ pub mod inode;
 pub mod prefetch;
 pub mod read;
 pub mod refresh;
+pub mod siblings;
 pub mod stats;
 pub mod views;
 pub mod xattr;
@@ -109,6 +110,8 @@ pub struct H5Fs {
     logged: Mutex<HashSet<String>>,
     /// Open-file streams and the decode-ahead workers.
     prefetch: prefetch::Prefetcher,
+    /// Readahead by listing order, on remote sources.
+    siblings: siblings::Siblings,
     /// Open handles of datasets read as they are (no view): what their reads need, resolved
     /// once at open (see [`Handle`]).
     handles: RwLock<HashMap<u64, Arc<Handle>>>,
@@ -174,6 +177,7 @@ impl H5Fs {
         let views = views::Views::new(opts.views);
         H5Fs {
             prefetch,
+            siblings: siblings::Siblings::new(),
             handles: RwLock::new(HashMap::new()),
             resolver,
             mounted,
@@ -615,6 +619,13 @@ impl H5Fs {
             return Ok(0);
         }
         let ds = self.dataset_of(&node, id)?;
+        if ds.is_remote() {
+            if let Ok(file) = self.file_of(&node) {
+                if let Some(place) = self.place_of(&node, &file) {
+                    self.siblings.on_open(&file, place);
+                }
+            }
+        }
         if self.opts.refresh.is_some() || self.has_primary_view(&node, &ds) {
             return Ok(self.prefetch.open(&ds));
         }
@@ -626,6 +637,35 @@ impl H5Fs {
         };
         crate::sync::write(&self.handles).insert(fh, Arc::new(handle));
         Ok(fh)
+    }
+
+    /// Where the object of `node` is in the listing of its directory, a group of `file`
+    /// (see [`siblings::Place`]); `None` when that is not known (a node first found at
+    /// another path, a directory of another file).
+    fn place_of(&self, node: &Node, file: &File) -> Option<siblings::Place> {
+        let parent = self.node(node.parent).ok()?;
+        if parent.file != node.file {
+            return None;
+        }
+        let group = parent.object()?;
+        let name = node.path.rsplit('/').next()?;
+        let links = file.links(group).ok()?;
+        let index = links
+            .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
+            .ok()?;
+        let grand = match parent.parent == parent.ino {
+            true => None,
+            false => self
+                .node(parent.parent)
+                .ok()
+                .filter(|g| g.file == node.file)
+                .and_then(|g| g.object()),
+        };
+        Some(siblings::Place {
+            group,
+            parent: grand,
+            index,
+        })
     }
 
     /// Forget file handle `fh`.

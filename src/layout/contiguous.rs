@@ -20,6 +20,17 @@ pub(crate) struct Contiguous {
 }
 
 impl Contiguous {
+    /// Name image bytes `offset..end` (clipped by the caller) to a source where every
+    /// request costs a round trip, to be fetched in the background.
+    pub(crate) fn hint(&self, offset: u64, end: u64) {
+        if let Some(a) = self.addr {
+            if self.storage.wants_hints() {
+                // `a + len` was checked in `new`, and `end <= len`.
+                self.storage.prefetch(&[(a + offset, end - offset)]);
+            }
+        }
+    }
+
     /// `len` is the dataset's byte length.
     pub(crate) fn new(params: &LayoutParams, addr: u64, size: u64, len: u64) -> Result<Contiguous> {
         let addr = (addr != UNDEFINED_ADDR).then_some(addr);

@@ -195,12 +195,17 @@ impl DataReader {
     /// Name the stored bytes that image bytes `offset..offset + len` need to a source where
     /// every request costs a round trip, so that they are fetched together now (merged
     /// requests, in the background). `read`: a reader reads these bytes now (rather than
-    /// ahead), which the source follows as the reader's progress. Only chunked layouts name
-    /// anything: a contiguous read is one range already.
+    /// ahead), which the source follows as the reader's progress. Chunked layouts name their
+    /// chunks; a contiguous one names its block for bytes read ahead (a read of it is one
+    /// range already).
     pub fn hint(&self, offset: u64, len: u64, read: bool) -> Result<()> {
         let end = offset.saturating_add(len).min(self.len);
         match &self.kind {
             Kind::Chunked(r) if offset < end => r.hint(offset, end, read),
+            Kind::Contiguous(r) if offset < end && !read => {
+                r.hint(offset, end);
+                Ok(())
+            }
             _ => Ok(()),
         }
     }

@@ -1,0 +1,353 @@
+//! Readahead by listing order, for remote sources: a reader that opens the datasets of a
+//! group one after another in the order `ls` lists them (`cat g/*`, a loop over sorted
+//! names) has the next ones fetched before it opens them.
+//!
+//! Mechanism. Every open of a remote dataset is placed by its position in the listing: its
+//! group and its index among the group's links (names in byte order, as listings are).
+//! When the dataset opened is the one right after the dataset opened before it (the next
+//! link of the same group, or the first link of the group right after the previous one's
+//! group in their common parent), the reader is walking the listing: the stored bytes of
+//! the datasets after it are named to the source ([`crate::model::Dataset::hint`]), a
+//! window of their image bytes ahead of the reader that doubles with each step of the walk
+//! from [`MIN_WINDOW`] up to [`MAX_WINDOW`]. Any other open ends the walk. One dataset
+//! opened alone, or datasets opened in any other order, fetch nothing ahead.
+//!
+//! The naming runs on a thread of its own: finding the chunks of a dataset not read yet
+//! costs reads of its header and chunk index, round trips on a remote source. It looks the
+//! datasets of one window up at once, each on a scoped thread, so a window costs about one
+//! round trip for the indexes and one for the data, whatever its number of datasets. The
+//! requests it asks for are bounded like any prefetch: by the source's data budget.
+//!
+//! Unlike readahead in file order, this follows where the reader goes: at the end of a
+//! listing, nothing past its last dataset is fetched, and datasets stored out of order (the
+//! data of one written after another's) are fetched all the same.
+
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use crate::model::{File, LinkTarget, ObjectId, ObjectKind};
+
+/// First window of image bytes named ahead of a walk.
+pub const MIN_WINDOW: u64 = 16 << 20;
+/// Largest window.
+pub const MAX_WINDOW: u64 = 32 << 20;
+/// Most datasets named in one step.
+const MAX_STEP: usize = 32;
+/// Most datasets remembered as named (the set is cleared past it).
+const MAX_NAMED: usize = 4096;
+
+/// Where a dataset is in the listing: its group, the group's own group (if known), and
+/// its index among the group's links.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub group: ObjectId,
+    pub parent: Option<ObjectId>,
+    pub index: usize,
+}
+
+/// A step of a walk: name the datasets after `from` in `file`, `window` image bytes of them.
+struct Step {
+    file: Arc<File>,
+    from: Place,
+    window: u64,
+}
+
+#[derive(Debug, Default)]
+struct Walk {
+    /// The dataset opened last.
+    last: Option<Place>,
+    /// The window of the walk going on (0: none).
+    window: u64,
+}
+
+/// Readahead by listing order (see the module docs).
+#[derive(Debug)]
+pub struct Siblings {
+    walk: Mutex<Walk>,
+    tx: Mutex<Option<mpsc::Sender<Step>>>,
+}
+
+impl Default for Siblings {
+    fn default() -> Self {
+        Siblings::new()
+    }
+}
+
+impl Siblings {
+    /// Its naming thread is started on the first walk.
+    pub fn new() -> Siblings {
+        Siblings {
+            walk: Mutex::new(Walk::default()),
+            tx: Mutex::new(None),
+        }
+    }
+
+    /// A dataset at `place` of `file` was opened.
+    pub fn on_open(&self, file: &Arc<File>, place: Place) {
+        let window = {
+            let mut w = crate::sync::lock(&self.walk);
+            let walking = w.last.is_some_and(|last| follows(file, last, place));
+            w.last = Some(place);
+            w.window = match (walking, w.window) {
+                (false, _) => 0,
+                (true, 0) => MIN_WINDOW,
+                (true, n) => n.saturating_mul(2).min(MAX_WINDOW),
+            };
+            w.window
+        };
+        if window > 0 {
+            self.send(Step {
+                file: file.clone(),
+                from: place,
+                window,
+            });
+        }
+    }
+
+    fn send(&self, step: Step) {
+        let mut tx = crate::sync::lock(&self.tx);
+        if tx.is_none() {
+            let (t, rx) = mpsc::channel::<Step>();
+            let started = std::thread::Builder::new()
+                .name("h5-siblings".into())
+                .spawn(move || namer(rx));
+            if started.is_err() {
+                return;
+            }
+            *tx = Some(t);
+        }
+        if let Some(t) = tx.as_ref() {
+            let _ = t.send(step);
+        }
+    }
+}
+
+/// Whether the dataset at `b` is the one right after the dataset at `a` in the listing: the
+/// next link of its group, or the first link of the group right after `a`'s group.
+fn follows(file: &File, a: Place, b: Place) -> bool {
+    if a.group == b.group {
+        return b.index == a.index + 1;
+    }
+    if b.index != 0 || a.parent.is_none() || a.parent != b.parent {
+        return false;
+    }
+    let (Some(parent), Ok(a_links)) = (a.parent, file.links(a.group)) else {
+        return false;
+    };
+    if a.index + 1 != a_links.len() {
+        return false;
+    }
+    let Ok(links) = file.links(parent) else {
+        return false;
+    };
+    let at = |g: ObjectId| {
+        links
+            .iter()
+            .position(|l| matches!(l.target, LinkTarget::Hard(id) if id == g))
+    };
+    matches!((at(a.group), at(b.group)), (Some(i), Some(j)) if j == i + 1)
+}
+
+/// The datasets after `from` in the listing (on into the groups after its group in their
+/// parent), up to `window` image bytes of them and [`MAX_STEP`] of them (the last may be
+/// named only in part: see [`namer`]).
+fn ahead(file: &File, from: Place, window: u64) -> Vec<Arc<crate::model::Dataset>> {
+    let mut out = Vec::new();
+    let mut bytes = 0u64;
+    let mut groups = vec![(from.group, from.index + 1)];
+    // The groups after `from.group` in its parent, in listing order.
+    if let Some(Ok(links)) = from.parent.map(|p| file.links(p)) {
+        let mut after = false;
+        for l in links.iter() {
+            let LinkTarget::Hard(id) = l.target else {
+                continue;
+            };
+            if after && file.kind(id).is_ok_and(|k| k == ObjectKind::Group) {
+                groups.push((id, 0));
+            }
+            after |= id == from.group;
+        }
+    }
+    'groups: for (group, start) in groups {
+        let Ok(links) = file.links(group) else {
+            continue;
+        };
+        // The group's headers together, not one round trip per dataset.
+        file.prefetch_headers(&links[start.min(links.len())..]);
+        for l in links.iter().skip(start) {
+            if bytes >= window || out.len() >= MAX_STEP {
+                break 'groups;
+            }
+            let LinkTarget::Hard(id) = l.target else {
+                continue;
+            };
+            if !file.kind(id).is_ok_and(|k| k == ObjectKind::Dataset) {
+                continue;
+            }
+            if let Ok(ds) = file.dataset(id) {
+                bytes = bytes.saturating_add(ds.len());
+                out.push(ds);
+            }
+        }
+    }
+    out
+}
+
+/// The naming thread: each step names the datasets of its window not named yet, looking
+/// them up at once. A step that waited behind another is dropped for a later one.
+fn namer(rx: mpsc::Receiver<Step>) {
+    let mut named: HashSet<(usize, ObjectId)> = HashSet::new();
+    while let Ok(mut step) = rx.recv() {
+        while let Ok(newer) = rx.try_recv() {
+            step = newer;
+        }
+        let file = &step.file;
+        let key = Arc::as_ptr(file) as usize;
+        if named.len() > MAX_NAMED {
+            named.clear();
+        }
+        // The window's bytes: a large dataset at its end is named only up to it.
+        let mut left = step.window;
+        let todo: Vec<_> = ahead(file, step.from, step.window)
+            .into_iter()
+            .map(|ds| {
+                let n = ds.len().min(left);
+                left -= n;
+                (ds, n)
+            })
+            .filter(|(ds, _)| named.insert((key, ds.id)))
+            .collect();
+        std::thread::scope(|s| {
+            for (ds, n) in &todo {
+                // Errors are the reader's to report when it reads.
+                s.spawn(move || {
+                    let _ = ds.hint(0, *n, false);
+                });
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::OpenOptions;
+
+    fn groups_file() -> Arc<File> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("mount-tests/fixtures/data/groups_earliest.h5");
+        File::open(&path, &OpenOptions::default()).unwrap()
+    }
+
+    /// The place of `group/name` below the root.
+    fn place(f: &File, group: &str, name: &str) -> Place {
+        let root = f.root();
+        let g = f.resolve(&format!("/{group}")).unwrap();
+        let links = f.links(g).unwrap();
+        let index = links.iter().position(|l| l.name == name).unwrap();
+        Place {
+            group: g,
+            parent: Some(root),
+            index,
+        }
+    }
+
+    fn names(f: &File, v: &[Arc<crate::model::Dataset>]) -> Vec<String> {
+        // Every dataset of the fixture is at /group/name: find it by its id.
+        let mut out = Vec::new();
+        for ds in v {
+            let root = f.links(f.root()).unwrap();
+            'g: for g in root.iter() {
+                let LinkTarget::Hard(gid) = g.target else {
+                    continue;
+                };
+                let Ok(links) = f.links(gid) else { continue };
+                for l in links.iter() {
+                    if l.target == LinkTarget::Hard(ds.id) {
+                        out.push(format!("{}/{}", g.name, l.name));
+                        break 'g;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_walk_is_the_next_link_or_the_first_of_the_next_group() {
+        let f = groups_file();
+        // /nine lists d1 d2 d4 d5 d7 d8 g0 g3 g6; the root: empty level0 nine nine_tracked
+        // one tracked_compact.
+        let p = |g: &str, n: &str| place(&f, g, n);
+        assert!(follows(&f, p("nine", "d1"), p("nine", "d2")));
+        assert!(follows(&f, p("nine", "d2"), p("nine", "d4")));
+        assert!(!follows(&f, p("nine", "d1"), p("nine", "d4")), "a skip");
+        assert!(!follows(&f, p("nine", "d2"), p("nine", "d1")), "backwards");
+        // From the last link of a group to the first of the next group.
+        assert!(follows(&f, p("one", "only"), p("tracked_compact", "alpha")));
+        assert!(follows(&f, p("nine", "g6"), p("nine_tracked", "d1")));
+        assert!(
+            !follows(&f, p("nine", "d8"), p("nine_tracked", "d1")),
+            "not the last"
+        );
+        assert!(!follows(&f, p("one", "only"), p("tracked_compact", "mid")));
+        assert!(
+            !follows(&f, p("nine", "g6"), p("one", "only")),
+            "a group skipped"
+        );
+    }
+
+    #[test]
+    fn ahead_names_the_next_datasets_in_listing_order_and_stops_at_the_window() {
+        let f = groups_file();
+        let from = place(&f, "nine", "d2");
+        let all = names(&f, &ahead(&f, from, u64::MAX));
+        assert_eq!(
+            all,
+            [
+                "nine/d4",
+                "nine/d5",
+                "nine/d7",
+                "nine/d8",
+                "nine_tracked/d1",
+                "nine_tracked/d2",
+                "nine_tracked/d4",
+                "nine_tracked/d5",
+                "nine_tracked/d7",
+                "nine_tracked/d8",
+                "one/only",
+                "tracked_compact/alpha",
+                "tracked_compact/mid",
+                "tracked_compact/zeta",
+            ]
+        );
+        // A window of one byte: the next dataset only.
+        assert_eq!(names(&f, &ahead(&f, from, 1)), ["nine/d4"]);
+        // At the end of the listing: nothing.
+        let last = place(&f, "tracked_compact", "zeta");
+        assert!(ahead(&f, last, u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn the_window_doubles_along_a_walk_and_any_other_open_ends_it() {
+        let f = groups_file();
+        let p = |g: &str, n: &str| place(&f, g, n);
+        let s = Siblings::new();
+        let window = |s: &Siblings| crate::sync::lock(&s.walk).window;
+        s.on_open(&f, p("nine", "d1"));
+        assert_eq!(window(&s), 0, "one dataset alone");
+        s.on_open(&f, p("nine", "d2"));
+        assert_eq!(window(&s), MIN_WINDOW);
+        s.on_open(&f, p("nine", "d4"));
+        assert_eq!(window(&s), (2 * MIN_WINDOW).min(MAX_WINDOW));
+        for n in ["d5", "d7", "d8"] {
+            s.on_open(&f, p("nine", n));
+        }
+        assert_eq!(window(&s), MAX_WINDOW);
+        s.on_open(&f, p("nine", "d2"));
+        assert_eq!(window(&s), 0, "a step back ends the walk");
+        s.on_open(&f, p("nine", "d4"));
+        assert_eq!(window(&s), MIN_WINDOW, "and a new one starts");
+    }
+}
