@@ -155,43 +155,69 @@ fn follows(file: &File, a: Place, b: Place) -> bool {
 fn ahead(file: &File, from: Place, window: u64) -> Vec<Arc<crate::model::Dataset>> {
     let mut out = Vec::new();
     let mut bytes = 0u64;
-    let mut groups = vec![(from.group, from.index + 1)];
-    // The groups after `from.group` in its parent, in listing order.
-    if let Some(Ok(links)) = from.parent.map(|p| file.links(p)) {
-        let mut after = false;
-        for l in links.iter() {
-            let LinkTarget::Hard(id) = l.target else {
-                continue;
-            };
-            if after && file.kind(id).is_ok_and(|k| k == ObjectKind::Group) {
-                groups.push((id, 0));
-            }
-            after |= id == from.group;
-        }
+    // The rest of `from.group`, then the groups after it in its parent, one by one as the
+    // window needs them (a parent of many groups costs only those).
+    if !take(
+        file,
+        from.group,
+        from.index + 1,
+        window,
+        &mut bytes,
+        &mut out,
+    ) {
+        return out;
     }
-    'groups: for (group, start) in groups {
-        let Ok(links) = file.links(group) else {
+    let Some(Ok(links)) = from.parent.map(|p| file.links(p)) else {
+        return out;
+    };
+    let mut after = false;
+    for l in links.iter() {
+        let LinkTarget::Hard(id) = l.target else {
             continue;
         };
-        // The group's headers together, not one round trip per dataset.
-        file.prefetch_headers(&links[start.min(links.len())..]);
-        for l in links.iter().skip(start) {
-            if bytes >= window || out.len() >= MAX_STEP {
-                break 'groups;
-            }
-            let LinkTarget::Hard(id) = l.target else {
-                continue;
-            };
-            if !file.kind(id).is_ok_and(|k| k == ObjectKind::Dataset) {
-                continue;
-            }
-            if let Ok(ds) = file.dataset(id) {
-                bytes = bytes.saturating_add(ds.len());
-                out.push(ds);
-            }
+        if after
+            && file.kind(id).is_ok_and(|k| k == ObjectKind::Group)
+            && !take(file, id, 0, window, &mut bytes, &mut out)
+        {
+            break;
         }
+        after |= id == from.group;
     }
     out
+}
+
+/// Add the datasets of `group` from its link `start` on to `out` while `bytes` (their
+/// image bytes so far) is under `window` and `out` under [`MAX_STEP`]; false once full.
+fn take(
+    file: &File,
+    group: ObjectId,
+    start: usize,
+    window: u64,
+    bytes: &mut u64,
+    out: &mut Vec<Arc<crate::model::Dataset>>,
+) -> bool {
+    let Ok(links) = file.links(group) else {
+        return true;
+    };
+    let rest = links.get(start..).unwrap_or_default();
+    // The group's headers together, not one round trip per dataset.
+    file.prefetch_headers(rest);
+    for l in rest {
+        if *bytes >= window || out.len() >= MAX_STEP {
+            return false;
+        }
+        let LinkTarget::Hard(id) = l.target else {
+            continue;
+        };
+        if !file.kind(id).is_ok_and(|k| k == ObjectKind::Dataset) {
+            continue;
+        }
+        if let Ok(ds) = file.dataset(id) {
+            *bytes = bytes.saturating_add(ds.len());
+            out.push(ds);
+        }
+    }
+    *bytes < window && out.len() < MAX_STEP
 }
 
 /// The naming thread: each step names the datasets of its window not named yet, looking
