@@ -536,6 +536,12 @@ impl H5Fs {
     /// failure is left to the read that needs it.
     pub fn warm_up(&self) {
         self.stats.set_warm_up(1);
+        // A panic on a damaged file ends the warm-up, not the mount, and it still says done.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.warm_up_now()));
+        self.stats.set_warm_up(2);
+    }
+
+    fn warm_up_now(&self) {
         match self.listing(inode::ROOT_INO) {
             Ok(root) => {
                 let groups: Vec<(Arc<File>, ObjectId)> = root
@@ -560,7 +566,6 @@ impl H5Fs {
             }
             Err(e) => log::debug!("warm-up: the root listing failed: {e:?}"),
         }
-        self.stats.set_warm_up(2);
     }
 
     /// Keep `listing` as the listing of `ino`, unless a refresh dropped the listings since

@@ -26,7 +26,8 @@
 //! when a busy worker gets to its piece. The read's own chunks are noted to the source as
 //! the reader's progress through the file (which its readahead across datasets follows),
 //! the workers' reads are not. Read-ahead pieces there are larger ([`REMOTE_MIN_PIECE`]);
-//! a read's own pieces stay one chunk each, so that its chunks decode in parallel.
+//! a read's own pieces stay one chunk each (at least [`MIN_PIECE`]), so that its chunks
+//! decode in parallel.
 //!
 //! A worker "reads" a piece through [`Dataset::read_at`] under [`crate::layout::fetch_only`]:
 //! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`] without copying
@@ -188,7 +189,8 @@ impl Stream {
         Queued { own, ahead }
     }
 
-    /// The pieces of `piece` bytes from `from` (piece-aligned) that start before `to`.
+    /// The pieces of `piece` bytes from `from` (aligned on a piece of its size) that start
+    /// before `to`.
     fn pieces(&self, from: u64, to: u64, piece: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let mut p = from;

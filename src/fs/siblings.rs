@@ -55,8 +55,9 @@ struct Step {
 
 #[derive(Debug, Default)]
 struct Walk {
-    /// The dataset opened last.
-    last: Option<Place>,
+    /// The dataset opened last, and its file (by address: the places of two files are
+    /// not compared).
+    last: Option<(usize, Place)>,
     /// The window of the walk going on (0: none).
     window: u64,
 }
@@ -85,10 +86,13 @@ impl Siblings {
 
     /// A dataset at `place` of `file` was opened.
     pub fn on_open(&self, file: &Arc<File>, place: Place) {
+        let key = Arc::as_ptr(file) as usize;
+        let last = crate::sync::lock(&self.walk).last;
+        // Outside the lock: it may read the file (a group's links).
+        let walking = last.is_some_and(|(k, last)| k == key && follows(file, last, place));
         let window = {
             let mut w = crate::sync::lock(&self.walk);
-            let walking = w.last.is_some_and(|last| follows(file, last, place));
-            w.last = Some(place);
+            w.last = Some((key, place));
             w.window = match (walking, w.window) {
                 (false, _) => 0,
                 (true, 0) => MIN_WINDOW,
@@ -200,8 +204,8 @@ fn take(
         return true;
     };
     let rest = links.get(start..).unwrap_or_default();
-    // The group's headers together, not one round trip per dataset.
-    file.prefetch_headers(rest);
+    // The headers of the links a window may take together, not one round trip per dataset.
+    file.prefetch_headers(&rest[..rest.len().min(MAX_STEP)]);
     for l in rest {
         if *bytes >= window || out.len() >= MAX_STEP {
             return false;
@@ -228,31 +232,39 @@ fn namer(rx: mpsc::Receiver<Step>) {
         while let Ok(newer) = rx.try_recv() {
             step = newer;
         }
-        let file = &step.file;
-        let key = Arc::as_ptr(file) as usize;
-        if named.len() > MAX_NAMED {
-            named.clear();
-        }
-        // The window's bytes: a large dataset at its end is named only up to it.
-        let mut left = step.window;
-        let todo: Vec<_> = ahead(file, step.from, step.window)
-            .into_iter()
-            .map(|ds| {
-                let n = ds.len().min(left);
-                left -= n;
-                (ds, n)
-            })
-            .filter(|(ds, _)| named.insert((key, ds.id)))
-            .collect();
-        std::thread::scope(|s| {
-            for (ds, n) in &todo {
-                // Errors are the reader's to report when it reads.
-                s.spawn(move || {
-                    let _ = ds.hint(0, *n, false);
-                });
-            }
-        });
+        // A panic on a damaged file ends that step, not the thread.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            name(&step, &mut named);
+        }));
     }
+}
+
+/// One step of [`namer`].
+fn name(step: &Step, named: &mut HashSet<(usize, ObjectId)>) {
+    let file = &step.file;
+    let key = Arc::as_ptr(file) as usize;
+    if named.len() > MAX_NAMED {
+        named.clear();
+    }
+    // The window's bytes: a large dataset at its end is named only up to it.
+    let mut left = step.window;
+    let todo: Vec<_> = ahead(file, step.from, step.window)
+        .into_iter()
+        .map(|ds| {
+            let n = ds.len().min(left);
+            left -= n;
+            (ds, n)
+        })
+        .filter(|(ds, _)| named.insert((key, ds.id)))
+        .collect();
+    std::thread::scope(|s| {
+        for (ds, n) in &todo {
+            // Errors are the reader's to report when it reads.
+            s.spawn(move || {
+                let _ = ds.hint(0, *n, false);
+            });
+        }
+    });
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 //!
 //! Besides the blocking [`PageCache::read`], a background fetcher can [`PageCache::claim`]
 //! runs of missing pages (marking them in flight, so readers wait for them instead of fetching
-//! them again) and [`PageCache::complete`] them later. Claims are bounded: the bytes of all
+//! them again) and [`PageCache::complete`] them later, or land them page by page as the
+//! answer streams in ([`PageCache::filling`]). Claims are bounded: the bytes of all
 //! fetches in flight count against the data budget, and a claim that would exceed it is cut
 //! short (prefetch is only a hint).
 
@@ -426,18 +427,21 @@ impl Filling<'_> {
         (self.len.saturating_sub(p * PAGE)).min(PAGE) as usize
     }
 
-    /// The next bytes of the answer; an error if they run past the claim (nothing is kept of
-    /// them).
+    /// The next bytes of the answer; an error if they run past the claim (nothing of this
+    /// piece is kept then: the pages it would complete fail with the rest at the end).
     pub fn push(&mut self, mut bytes: &[u8]) -> Result<(), String> {
+        // What the claim still takes: the rest of page `next` and the pages after it.
+        let room = ((self.claim.end * PAGE).min(self.len))
+            .saturating_sub(self.next * PAGE + self.partial.len() as u64);
+        if bytes.len() as u64 > room {
+            return Err(format!(
+                "more bytes than the {} pages asked for",
+                self.claim.end - self.claim.first
+            ));
+        }
         let mut done: Vec<(u64, Arc<[u8]>)> = Vec::new();
         while !bytes.is_empty() {
             let want = self.page_len(self.next);
-            if self.next >= self.claim.end || want == 0 {
-                return Err(format!(
-                    "more bytes than the {} pages asked for",
-                    self.claim.end - self.claim.first
-                ));
-            }
             let page: Arc<[u8]> = if self.partial.is_empty() && bytes.len() >= want {
                 let (page, rest) = bytes.split_at(want);
                 bytes = rest;
@@ -706,6 +710,16 @@ mod tests {
         assert!(fill.push(&[0u8]).is_err());
         fill.finish(Ok(()));
         assert!(cache.has(1, 9 * PAGE, PAGE + 300));
+        // Extra bytes in the same piece as the last page: the piece is refused, and its
+        // pages fail their readers rather than stay in flight.
+        let cache = PageCache::new(4 * PAGE, 64 * PAGE);
+        let claim = cache.claim(1, &[(0, 2)], 0, 16).remove(0);
+        let mut fill = cache.filling(claim, len);
+        assert!(fill.push(&data[..(2 * PAGE + 1) as usize]).is_err());
+        fill.finish(Err(std::io::Error::other("refused")));
+        assert!(cache.lock().flying.is_empty());
+        assert!(!cache.has(1, 0, 1));
+        assert_eq!(cache.stats().inflight, 0);
         // Dropped unfinished: its pages fail, nothing stays in flight.
         let claim = cache.claim(1, &[(6, 8)], 0, 16).remove(0);
         drop(cache.filling(claim, len));

@@ -49,8 +49,8 @@
 //!
 //!   So reading one dataset moves about its own bytes, never the data that follows it.
 //! - A missing run longer than [`PART`] is fetched as parallel GETs of [`PART`] bytes.
-//! - The pages of a background GET are kept, and their readers woken, as its answer
-//!   arrives ([`PageCache::filling`]), not when the whole of it is in; the answer is
+//! - The pages of a background GET of one range are kept, and their readers woken, as its
+//!   answer arrives ([`PageCache::filling`]), not when the whole of it is in; the answer is
 //!   copied once, into the pages.
 //!
 //! At most [`MAX_REQUESTS`] GETs are in flight in the process, and the bytes of background
@@ -879,11 +879,15 @@ impl Inner {
             ),
             _ => "GET of no ranges".to_string(),
         };
-        // Until the server has answered one with parts, one at a time (see `MultiState`).
-        let _probe = match m.state.proven.load(Ordering::Relaxed) {
+        // Until the server has answered one with parts, one at a time (see `MultiState`):
+        // the first attempt of each is its probe, its retries are not.
+        let mut probe = match m.state.proven.load(Ordering::Relaxed) {
             true => None,
             false => Some(m.state.probe.lock().await),
         };
+        if m.state.proven.load(Ordering::Relaxed) {
+            drop(probe.take());
+        }
         if !m.state.on.load(Ordering::Relaxed) {
             return Err(None);
         }
@@ -898,7 +902,9 @@ impl Inner {
                     .await
                     .map_err(|e| Some(io_err(&self.url, &shown, e)))?;
                 log::debug!("{}: {shown}", self.url);
-                self.try_multi(m, ranges).await
+                let got = self.try_multi(m, ranges).await;
+                drop(probe.take());
+                got
             };
             match got {
                 Ok(answer) => {

@@ -432,14 +432,7 @@ impl Chunked {
             return Ok(());
         }
         let (_, spans) = self.regions(offset, end);
-        let ranges = self.hint_chunks(&spans, self.direct(), true)?;
-        if read {
-            // Chunk by chunk, in file order, as the reader would read them itself.
-            for &(a, n) in &ranges {
-                self.storage.note_data(a, a.saturating_add(n));
-            }
-        }
-        Ok(())
+        self.hint_chunks(&spans, self.direct(), true, read)
     }
 
     /// Fill `buf` with the image bytes from `offset`; the caller has clipped the range.
@@ -460,12 +453,12 @@ impl Chunked {
         if fetch_only && direct {
             // Nothing to decode; a remote source fetches the chunks' bytes.
             if self.storage.wants_hints() {
-                self.hint_chunks(&spans, direct, true)?;
+                self.hint_chunks(&spans, direct, true, false)?;
             }
             return Ok(());
         }
         if self.storage.wants_hints() {
-            self.hint_chunks(&spans, direct, fetch_only)?;
+            self.hint_chunks(&spans, direct, fetch_only, false)?;
         }
         let mut cc = vec![0u64; m];
         let mut scratch = Scratch {
@@ -514,25 +507,32 @@ impl Chunked {
     /// near ones merged into one request, instead of one request after the other.
     /// `all`: name every chunk, also the one a reader fetches itself (a read names the others
     /// only; a worker's read, or a hint ahead of the read, names all).
-    /// Returns the ranges named (none when one chunk, which the reader fetches itself).
-    fn hint_chunks(&self, spans: &[ChunkBox], direct: bool, all: bool) -> Result<Vec<(u64, u64)>> {
+    /// `note`: also note every chunk of the boxes, cached or not, to the source as the
+    /// reader's progress (chunk by chunk, in file order, as the reader would read them).
+    fn hint_chunks(&self, spans: &[ChunkBox], direct: bool, all: bool, note: bool) -> Result<()> {
         let mut ranges = Vec::new();
+        let mut noted = Vec::new();
         let mut cc = vec![0u64; self.geom.dims.len()];
         for (lo, hi) in spans {
             cc.copy_from_slice(lo);
             loop {
                 let cached = !direct && self.cache.contains(self.cache_key(&cc));
-                if !cached {
+                if !cached || note {
                     if let Some((rec, raw)) = self.locate(&cc)? {
                         let n = if raw {
                             self.chunk_bytes as u64
                         } else {
                             rec.size
                         };
-                        ranges.push((rec.addr, n));
+                        if note {
+                            noted.push((rec.addr, n));
+                        }
+                        if !cached {
+                            ranges.push((rec.addr, n));
+                        }
                     }
                 }
-                if ranges.len() > MAX_HINTS || !advance(&mut cc, lo, hi) {
+                if ranges.len().max(noted.len()) > MAX_HINTS || !advance(&mut cc, lo, hi) {
                     break;
                 }
             }
@@ -542,9 +542,13 @@ impl Chunked {
             ranges.sort_unstable();
             ranges.dedup();
             self.storage.prefetch(&ranges);
-            return Ok(ranges);
         }
-        Ok(Vec::new())
+        noted.sort_unstable();
+        noted.dedup();
+        for (a, n) in noted {
+            self.storage.note_data(a, a.saturating_add(n));
+        }
+        Ok(())
     }
 
     /// The cached decoded chunk that holds image bytes `offset..offset + len` as one
