@@ -92,6 +92,9 @@ enum Mounted {
 /// Groups in the root that [`H5Fs::warm_up`] reads, at most (each on a thread of its own
 /// while it waits for its round trips).
 pub const WARM_GROUPS: usize = 16;
+/// Headers of a group's children that [`H5Fs::warm_up`] reads, at most: on a store that
+/// answers one range per GET, each may cost a request nobody asked for.
+pub const WARM_CHILDREN: usize = 256;
 
 /// The mounted file or directory.
 #[derive(Debug)]
@@ -524,7 +527,8 @@ impl H5Fs {
     }
 
     /// Build the root directory's listing now, and fetch the links of up to [`WARM_GROUPS`]
-    /// of the groups in it and their children's headers, several groups at once (on a
+    /// of the groups in it and the headers of up to [`WARM_CHILDREN`] of their children,
+    /// several groups at once (on a
     /// remote source the headers of a group's children come together, in one round trip),
     /// so that the first `ls`, `find` or open near the root finds them fetched instead of
     /// paying their round trips one after another. Only the root's listing is built (its
@@ -560,7 +564,7 @@ impl H5Fs {
                     .collect();
                 std::thread::scope(|s| {
                     for (file, id) in &groups {
-                        s.spawn(move || file.warm_group(*id));
+                        s.spawn(move || file.warm_group(*id, WARM_CHILDREN));
                     }
                 });
             }

@@ -461,15 +461,16 @@ impl File {
         self.storage.prefetch(&heads);
     }
 
-    /// Read the links of `group` and the headers of the objects they lead to (on a remote
-    /// source, hinted together first), so that listing it later costs no read; errors are
-    /// left to that listing.
-    pub fn warm_group(&self, group: ObjectId) {
+    /// Read the links of `group` and the headers of the first `limit` objects they lead to
+    /// (on a remote source, hinted together first), so that listing it later costs few
+    /// reads; errors are left to that listing.
+    pub fn warm_group(&self, group: ObjectId, limit: usize) {
         let Ok(links) = self.links(group) else {
             return;
         };
-        self.prefetch_headers(&links);
-        for l in links.iter() {
+        let links = &links[..links.len().min(limit)];
+        self.prefetch_headers(links);
+        for l in links {
             if let LinkTarget::Hard(id) = l.target {
                 let _ = self.kind(id);
             }
