@@ -472,6 +472,12 @@ impl H5Fs {
 
     /// The listing of directory `ino` (built on first use).
     pub fn listing(&self, ino: u64) -> FsResult<Arc<Listing>> {
+        self.listing_with(ino, true)
+    }
+
+    /// [`H5Fs::listing`]; `crawl`: on a remote source, list the groups in it in the
+    /// background too (see [`File::prefetch_groups`]).
+    fn listing_with(&self, ino: u64, crawl: bool) -> FsResult<Arc<Listing>> {
         if let Some(l) = self.cached_listing(ino) {
             return Ok(l);
         }
@@ -520,7 +526,9 @@ impl H5Fs {
                 name: link.name.clone(),
             });
         }
-        file.prefetch_groups(groups);
+        if crawl {
+            file.prefetch_groups(groups);
+        }
         self.add_sidecars(&node, &mut entries);
         let listing = Arc::new(Listing::new(entries));
         Ok(self.keep_listing(ino, gen, listing))
@@ -546,7 +554,9 @@ impl H5Fs {
     }
 
     fn warm_up_now(&self) {
-        match self.listing(inode::ROOT_INO) {
+        // Not the background crawl of the root's groups as well: they are read here (the
+        // first ones; the others crawled as the listing would).
+        match self.listing_with(inode::ROOT_INO, false) {
             Ok(root) => {
                 let groups: Vec<(Arc<File>, ObjectId)> = root
                     .entries
@@ -560,13 +570,22 @@ impl H5Fs {
                             _ => None,
                         }
                     })
-                    .take(WARM_GROUPS)
                     .collect();
+                let (now, later) = groups.split_at(groups.len().min(WARM_GROUPS));
                 std::thread::scope(|s| {
-                    for (file, id) in &groups {
+                    for (file, id) in now {
                         s.spawn(move || file.warm_group(*id, WARM_CHILDREN));
                     }
                 });
+                // The others as a listing of the root would: crawled in the background.
+                if let Some((file, _)) = later.first() {
+                    let ids = later
+                        .iter()
+                        .filter(|(f, _)| Arc::ptr_eq(f, file))
+                        .map(|(_, id)| *id)
+                        .collect();
+                    file.prefetch_groups(ids);
+                }
             }
             Err(e) => log::debug!("warm-up: the root listing failed: {e:?}"),
         }
