@@ -82,6 +82,24 @@ impl State {
         self.meta.pages.contains(&p) || self.data.pages.contains(&p)
     }
 
+    /// Keep `page` as page `p` in `class`, unless it is cached already.
+    fn keep(&mut self, p: Key, page: Arc<[u8]>, class: Class) {
+        if self.contains(p) {
+            return;
+        }
+        match class {
+            Class::Meta => self.meta.put(p, page),
+            Class::Data => self.data.put(p, page),
+        }
+    }
+
+    /// A fetch of the pages of `claim` is over: its bytes no longer count as in flight.
+    fn release(&mut self, claim: &Claim) {
+        self.inflight = self
+            .inflight
+            .saturating_sub((claim.end - claim.first) * PAGE);
+    }
+
     fn get(&mut self, p: Key) -> Option<Arc<[u8]>> {
         if let Some(page) = self.meta.pages.get(&p) {
             return Some(page.clone());
@@ -323,10 +341,7 @@ impl PageCache {
     /// End a background fetch: keep its bytes (data pages) and wake the readers waiting for
     /// its pages, or fail them with the error.
     pub fn complete(&self, claim: &Claim, len: u64, got: std::io::Result<Vec<u8>>) {
-        {
-            let mut st = self.lock();
-            st.inflight = st.inflight.saturating_sub((claim.end - claim.first) * PAGE);
-        }
+        self.lock().release(claim);
         match got {
             Ok(bytes)
                 if self.insert(
@@ -379,13 +394,8 @@ impl PageCache {
                 let p = first + k as u64;
                 // A page is whole unless it is the last of the source.
                 let whole = chunk.len() as u64 == PAGE || p * PAGE + chunk.len() as u64 == len;
-                if !whole || st.contains((obj, p)) {
-                    continue;
-                }
-                let page: Arc<[u8]> = Arc::from(chunk);
-                match class {
-                    Class::Meta => st.meta.put((obj, p), page),
-                    Class::Data => st.data.put((obj, p), page),
+                if whole && !st.contains((obj, p)) {
+                    st.keep((obj, p), Arc::from(chunk), class);
                 }
             }
         }
@@ -461,19 +471,17 @@ impl Filling<'_> {
         if done.is_empty() {
             return Ok(());
         }
-        let landed: Vec<u64> = {
+        let landed: Vec<u64> = done
+            .iter()
+            .map(|&(p, _)| p)
+            .filter(|p| self.claim.owned.binary_search(p).is_ok())
+            .collect();
+        {
             let mut st = self.cache.lock();
-            let mut landed = Vec::new();
             for (p, page) in done {
-                if self.claim.owned.binary_search(&p).is_ok() {
-                    landed.push(p);
-                }
-                if !st.contains((self.claim.obj, p)) {
-                    st.data.put((self.claim.obj, p), page);
-                }
+                st.keep((self.claim.obj, p), page, Class::Data);
             }
-            landed
-        };
+        }
         self.cache.land(self.claim.obj, &landed, Ok(()));
         Ok(())
     }
@@ -494,12 +502,7 @@ impl Filling<'_> {
     }
 
     fn end(&mut self, outcome: Result<(), String>) {
-        {
-            let mut st = self.cache.lock();
-            st.inflight = st
-                .inflight
-                .saturating_sub((self.claim.end - self.claim.first) * PAGE);
-        }
+        self.cache.lock().release(&self.claim);
         let rest: Vec<u64> = std::mem::take(&mut self.claim.owned)
             .into_iter()
             .filter(|&p| p >= self.next)

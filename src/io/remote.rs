@@ -881,12 +881,13 @@ impl Inner {
         };
         // Until the server has answered one with parts, one at a time (see `MultiState`):
         // the first attempt of each is its probe, its retries are not.
-        let mut probe = match m.state.proven.load(Ordering::Relaxed) {
-            true => None,
-            false => Some(m.state.probe.lock().await),
-        };
-        if m.state.proven.load(Ordering::Relaxed) {
-            drop(probe.take());
+        let mut probe = None;
+        if !m.state.proven.load(Ordering::Relaxed) {
+            let guard = m.state.probe.lock().await;
+            // The batch that held it may have proven the server meanwhile.
+            if !m.state.proven.load(Ordering::Relaxed) {
+                probe = Some(guard);
+            }
         }
         if !m.state.on.load(Ordering::Relaxed) {
             return Err(None);

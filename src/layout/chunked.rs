@@ -450,15 +450,12 @@ impl Chunked {
         let direct = self.direct();
         // A prefetch worker only wants the chunks in the cache.
         let fetch_only = super::is_fetch_only();
-        if fetch_only && direct {
-            // Nothing to decode; a remote source fetches the chunks' bytes.
-            if self.storage.wants_hints() {
-                self.hint_chunks(&spans, direct, true, false)?;
-            }
-            return Ok(());
-        }
         if self.storage.wants_hints() {
             self.hint_chunks(&spans, direct, fetch_only, false)?;
+        }
+        if fetch_only && direct {
+            // Nothing to decode: a remote source fetches the chunks' bytes (just hinted).
+            return Ok(());
         }
         let mut cc = vec![0u64; m];
         let mut scratch = Scratch {
