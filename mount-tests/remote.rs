@@ -1130,6 +1130,35 @@ fn a_sequential_read_is_fetched_ahead_in_few_large_gets() {
 }
 
 #[test]
+fn a_first_read_just_past_the_start_is_fetched_ahead_too() {
+    // The kernel sends a reader's first reads together, and they reach the FUSE threads in
+    // either order: the read of the second MiB may come first. It still starts the stream
+    // that fetches the dataset ahead, not a round trip per read.
+    let tmp = tempfile::tempdir().unwrap();
+    let data = stream_file(tmp.path());
+    let Some(ng) = Nginx::start(tmp.path(), 0) else {
+        return;
+    };
+    let m = counted(&ng.url("stream.h5"), &[]);
+    let before = stats(&m);
+    let f = fs::File::open(m.at("/stream")).unwrap();
+    no_kernel_readahead(&f);
+    let mut second = vec![0u8; 1 << 20];
+    f.read_exact_at(&mut second, 1 << 20).unwrap();
+    assert!(second[..] == data[1 << 20..2 << 20]);
+    let fetched = |s: &BTreeMap<String, u64>| delta(&before, s, "remote_bytes");
+    let all = wait_for(|| fetched(&stats(&m)) >= data.len() as u64 - (2 << 20));
+    let ahead = stats(&m);
+    assert!(
+        all,
+        "after one read of the second MiB, only {} of the dataset's {} bytes fetched: {ahead:?}",
+        fetched(&ahead),
+        data.len()
+    );
+    assert!(delta(&before, &ahead, "remote_readahead") > 0, "{ahead:?}");
+}
+
+#[test]
 fn readahead_stays_in_the_dataset_read_until_the_reader_goes_on_to_the_next() {
     let fx = Layout::load();
     let chunked = &fx.stream("chunked");

@@ -33,8 +33,9 @@
 //!   read says which dataset it belongs to ([`DataHint`]), and a stream reads ahead only
 //!   where the reader is known to go:
 //!   - within a contiguous dataset, up to the end of its block; a read of at least
-//!     [`RA_FIRST`] bytes at the block's start (`cat`, `cp`, `dd`) fetches the block ahead at
-//!     once, up to half the data budget;
+//!     [`RA_FIRST`] bytes at the block's start, or within two of its lengths of it (`cat`,
+//!     `cp`, `dd`, whose first reads reach the FUSE threads in either order), fetches the
+//!     block ahead at once, up to half the data budget;
 //!   - within a chunked dataset, nothing: its chunks are fetched by each read's own hints
 //!     and by the chunk prefetch of the filesystem layer, which asks for the chunks ahead;
 //!   - once the stream has gone on from one dataset into another (their data in file order:
@@ -108,8 +109,8 @@ pub const RA_STREAK: u32 = 2;
 pub const RA_MIN: u64 = 2 << 20;
 /// Largest readahead window (also at most half the data budget).
 pub const RA_MAX: u64 = 16 << 20;
-/// Reads at least this long at the start of a dataset's block fetch the block ahead at once
-/// (up to half the data budget).
+/// Reads at least this long at (or near) the start of a dataset's block fetch the block ahead
+/// at once (up to half the data budget).
 pub const RA_FIRST: u64 = 128 << 10;
 /// How far before a stream's position a read may start and still continue it (reads of one
 /// stream arrive slightly out of order from several FUSE threads), at least; reads may also
@@ -1052,8 +1053,10 @@ impl Inner {
     }
 
     /// A new stream for a read of `offset..end` that continues none: a large read at the
-    /// very start of a dataset's block is a reader going through it from the start (cat,
-    /// cp, dd), whose block is fetched ahead at once; the range to fetch.
+    /// start of a dataset's block is a reader going through it from the start (cat, cp,
+    /// dd), whose block is fetched ahead at once; the range to fetch. "At the start"
+    /// allows two of the read's own lengths: the kernel sends a reader's first reads
+    /// together, and they reach the FUSE threads in either order.
     fn new_stream(&self, offset: u64, end: u64, hint: &DataHint) -> (Stream, Option<(u64, u64)>) {
         let mut s = Stream {
             next: end,
@@ -1066,7 +1069,12 @@ impl Inner {
             span: 0,
         };
         let todo = match hint.extent {
-            Some((start, stop)) if offset == start && end - offset >= RA_FIRST && stop > end => {
+            Some((start, stop))
+                if offset >= start
+                    && offset - start <= 2 * (end - offset)
+                    && end - offset >= RA_FIRST
+                    && stop > end =>
+            {
                 let target = (end + self.ra_first).min(stop);
                 s.streak = 1;
                 s.window = self.ra_max;
