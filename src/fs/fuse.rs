@@ -367,7 +367,7 @@ impl Filesystem for FuseFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -384,12 +384,17 @@ impl Filesystem for FuseFs {
         {
             return reply.data(ceil.read(offset, size));
         }
+        let pid = req.pid();
         self.guard("read", |c| {
             // Each FUSE thread answers from its own reused buffer: no allocation or page
-            // faults per request.
+            // faults per request. The reads are made for the process that asked (a remote
+            // source follows each reader's own way through the file).
             READ_BUF.with(|b| {
                 let mut buf = b.borrow_mut();
-                match c.read_handle(ino.0, fh.0, offset, size, &mut buf) {
+                let answer = crate::io::source::as_reader(pid, || {
+                    c.read_handle(ino.0, fh.0, offset, size, &mut buf)
+                });
+                match answer {
                     Ok(answer) => reply.data(answer.bytes(&buf)),
                     Err(e) => reply.error(Self::fail(c, "read", e)),
                 }

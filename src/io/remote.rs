@@ -39,7 +39,8 @@
 //!   - within a chunked dataset, nothing: its chunks are fetched by each read's own hints
 //!     and by the chunk prefetch of the filesystem layer, which asks for the chunks ahead;
 //!   - once the stream has gone on from one dataset into another (their data in file order:
-//!     a `cat` of a file's datasets one after another), across datasets, from its
+//!     a `cat` of a file's datasets one after another; the same process reading both, not
+//!     two programs each reading its own dataset), across datasets, from its
 //!     [`RA_STREAK`]th read on, in a window that doubles up to [`RA_MAX`] but reaches at
 //!     most `RA_CROSS` times the span of the dataset read last: the reader's next
 //!     datasets, not much of what follows the last one it reads. A reader going through a
@@ -538,6 +539,9 @@ struct Stream {
     /// How much of the file the stream's previous dataset spanned: readahead across
     /// datasets reaches [`RA_CROSS`] of such spans ahead.
     span: u64,
+    /// The process whose reads began the stream ([`super::source::reader`]): only its own
+    /// reads carry the stream into another dataset.
+    reader: u32,
 }
 
 /// GETs of several ranges at once, for an object behind an HTTP server (S3 does not serve
@@ -1067,6 +1071,7 @@ impl Inner {
             crossed: false,
             object_start: offset,
             span: 0,
+            reader: super::source::reader(),
         };
         let todo = match hint.extent {
             Some((start, stop))
@@ -1095,10 +1100,16 @@ impl Inner {
         // A reader may also skip a little (the metadata between two datasets' chunks),
         // by at most two of its own lengths: small reads landing near each other at
         // random do not make a stream.
+        // A read of another dataset continues a stream only when the stream's own process
+        // makes it: datasets next to each other in the file, read by two programs at the
+        // same time, are two readers, neither of which goes on into the other's dataset.
         let back = RA_BACK.max(2 * (end - offset));
         let gap = RA_GAP.min(2 * (end - offset));
+        let reader = super::source::reader();
         let hit = streams.iter().position(|s| {
-            offset.saturating_add(back) >= s.next && offset <= s.next.max(s.ahead) + gap
+            offset.saturating_add(back) >= s.next
+                && offset <= s.next.max(s.ahead) + gap
+                && (hint.object == s.object || reader == s.reader)
         });
         let Some(mut s) = hit.and_then(|i| streams.remove(i)) else {
             let (s, todo) = self.new_stream(offset, end, hint);
@@ -1566,6 +1577,59 @@ mod tests {
         assert_eq!((h.base(), hp.as_str()), ("https://host:8", "/a/b.h5"));
         assert!(RemoteOrigin::of("https://host", &RemoteOptions::default()).is_err());
         assert!(h.list_now("/a").is_err(), "HTTP has no listing");
+    }
+
+    /// An object that is never asked for anything: the readahead bookkeeping only.
+    fn unreached(len: u64) -> Remote {
+        let opts = RemoteOptions::default();
+        let url = "http://127.0.0.1:1/f.h5";
+        let store = store_for("http://127.0.0.1:1", &opts).unwrap();
+        Remote::with_meta(store, None, StorePath::from("f.h5"), url, len, None, &opts)
+    }
+
+    #[test]
+    fn only_the_same_process_carries_a_stream_into_the_next_dataset() {
+        // Two chunked datasets, A's chunks right before B's, read one chunk at a time.
+        let chunk = 160 << 10;
+        let (a, b) = (
+            DataHint {
+                object: 1,
+                extent: None,
+            },
+            DataHint {
+                object: 2,
+                extent: None,
+            },
+        );
+        let a_chunks = [1 << 20, (1 << 20) + chunk, (1 << 20) + 2 * chunk];
+        let b_start = (1 << 20) + 3 * chunk;
+        let read_a = |r: &Remote| {
+            for &at in &a_chunks {
+                // Within one chunked dataset nothing is fetched ahead.
+                assert_eq!(r.inner.advance(at, at + chunk, &a), None);
+            }
+        };
+        let read_b = |r: &Remote| {
+            (0..3)
+                .map(|i| {
+                    r.inner
+                        .advance(b_start + i * chunk, b_start + (i + 1) * chunk, &b)
+                })
+                .collect::<Vec<_>>()
+        };
+        // One process reads A, then B: a reader going through the file, read ahead.
+        let r = unreached(64 << 20);
+        let ahead = super::super::source::as_reader(7, || {
+            read_a(&r);
+            read_b(&r)
+        });
+        assert!(ahead.iter().any(|t| t.is_some()), "{ahead:?}");
+        // Another process reads B while (or after) the first reads A: two readers, each
+        // of one dataset; nothing fetched past B.
+        let r = unreached(64 << 20);
+        super::super::source::as_reader(7, || read_a(&r));
+        let ahead = super::super::source::as_reader(8, || read_b(&r));
+        assert!(ahead.iter().all(|t| t.is_none()), "{ahead:?}");
     }
 
     #[test]

@@ -49,6 +49,31 @@ pub fn is_background() -> bool {
     BACKGROUND.with(|c| c.get())
 }
 
+thread_local! {
+    /// The process this thread reads for ([`as_reader`]; 0: not known).
+    static READER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Run `f` with this thread's reads made on behalf of process `pid` (the filesystem layer
+/// knows who asked). A remote source follows a reader from one dataset into the next in
+/// file order only when the same process reads both: two programs that read neighbouring
+/// datasets at the same time are not one reader going through the file.
+pub fn as_reader<R>(pid: u32, f: impl FnOnce() -> R) -> R {
+    struct Reset(u32);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            READER.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(READER.with(|c| c.replace(pid)));
+    f()
+}
+
+/// The process set by [`as_reader`] around this thread's reads; 0 outside it.
+pub fn reader() -> u32 {
+    READER.with(|c| c.get())
+}
+
 /// Where the bytes of a file come from (see the module docs).
 pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// Length in bytes, as taken when the source was opened.
