@@ -16,7 +16,9 @@
 //! costs reads of its header and chunk index, round trips on a remote source. It looks the
 //! datasets of one window up at once, each on a scoped thread, so a window costs about one
 //! round trip for the indexes and one for the data, whatever its number of datasets. The
-//! requests it asks for are bounded like any prefetch: by the source's data budget.
+//! requests it asks for are bounded like any prefetch: by the source's data budget. A walk
+//! names each dataset once; a new walk names them again (what is still cached costs no
+//! request), since an earlier walk's pages may have been evicted since.
 //!
 //! Unlike readahead in file order, this follows where the reader goes: at the end of a
 //! listing, nothing past its last dataset is fetched, and datasets stored out of order (the
@@ -51,6 +53,9 @@ struct Step {
     file: Arc<File>,
     from: Place,
     window: u64,
+    /// The first step of a walk: what earlier walks named may have been evicted since (a
+    /// second `cat g/*` long after the first), so it is named again.
+    fresh: bool,
 }
 
 #[derive(Debug, Default)]
@@ -90,21 +95,23 @@ impl Siblings {
         let last = crate::sync::lock(&self.walk).last;
         // Outside the lock: it may read the file (a group's links).
         let walking = last.is_some_and(|(k, last)| k == key && follows(file, last, place));
-        let window = {
+        let (window, fresh) = {
             let mut w = crate::sync::lock(&self.walk);
             w.last = Some((key, place));
+            let fresh = walking && w.window == 0;
             w.window = match (walking, w.window) {
                 (false, _) => 0,
                 (true, 0) => MIN_WINDOW,
                 (true, n) => n.saturating_mul(2).min(MAX_WINDOW),
             };
-            w.window
+            (w.window, fresh)
         };
         if window > 0 {
             self.send(Step {
                 file: file.clone(),
                 from: place,
                 window,
+                fresh,
             });
         }
     }
@@ -230,20 +237,20 @@ fn namer(rx: mpsc::Receiver<Step>) {
     let mut named: HashSet<(usize, ObjectId)> = HashSet::new();
     while let Ok(mut step) = rx.recv() {
         while let Ok(newer) = rx.try_recv() {
+            let fresh = step.fresh || newer.fresh;
             step = newer;
+            step.fresh = fresh;
         }
         // A panic on a damaged file ends that step, not the thread.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            name(&step, &mut named);
-        }));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| name(&step, &mut named)));
     }
 }
 
-/// One step of [`namer`].
-fn name(step: &Step, named: &mut HashSet<(usize, ObjectId)>) {
+/// One step of [`namer`]; the number of datasets it named.
+fn name(step: &Step, named: &mut HashSet<(usize, ObjectId)>) -> usize {
     let file = &step.file;
     let key = Arc::as_ptr(file) as usize;
-    if named.len() > MAX_NAMED {
+    if step.fresh || named.len() > MAX_NAMED {
         named.clear();
     }
     // The window's bytes: a large dataset at its end is named only up to it.
@@ -265,6 +272,7 @@ fn name(step: &Step, named: &mut HashSet<(usize, ObjectId)>) {
             });
         }
     });
+    todo.len()
 }
 
 #[cfg(test)]
@@ -387,5 +395,28 @@ mod tests {
         assert_eq!(window(&s), 0, "a step back ends the walk");
         s.on_open(&f, p("nine", "d4"));
         assert_eq!(window(&s), MIN_WINDOW, "and a new one starts");
+    }
+
+    #[test]
+    fn a_new_walk_names_again_what_an_earlier_one_named() {
+        // Pages named by a walk may be evicted before the next walk over the same datasets
+        // (a second `cat g/*`): a walk's steps skip what it named itself, not what an earlier
+        // walk named.
+        let f = groups_file();
+        let step = |fresh| Step {
+            file: f.clone(),
+            from: place(&f, "nine", "d2"),
+            window: MIN_WINDOW,
+            fresh,
+        };
+        let mut named = HashSet::new();
+        let first = name(&step(true), &mut named);
+        assert!(first > 0);
+        assert_eq!(name(&step(false), &mut named), 0, "named once per walk");
+        assert_eq!(
+            name(&step(true), &mut named),
+            first,
+            "named again by a new walk"
+        );
     }
 }
