@@ -26,7 +26,7 @@ pub const NODE_TYPE_GROUP: u8 = 0;
 pub const NODE_TYPE_CHUNK: u8 = 1;
 
 /// Bytes of a chunk key before its offsets: chunk size (4) and filter mask (4).
-const CHUNK_KEY_PREFIX: usize = 8;
+pub const CHUNK_KEY_PREFIX: usize = 8;
 /// Group B-tree nodes visited by [`group_symbol_nodes`] before giving up. A group of a few
 /// million links needs a few hundred thousand nodes at the default K of 16.
 const MAX_GROUP_NODES: usize = 1 << 20;

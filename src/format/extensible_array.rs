@@ -371,6 +371,29 @@ fn dblock_prefix_len(hdr: &ExtensibleArrayHeader, sizes: Sizes) -> u64 {
     6 + sizes.offset as u64 + hdr.arr_off_size() as u64 + 4
 }
 
+/// Bytes of an unpaged data block of `nelmts` elements (`None` on overflow).
+pub fn data_block_len(hdr: &ExtensibleArrayHeader, nelmts: u64, sizes: Sizes) -> Option<u64> {
+    nelmts
+        .checked_mul(hdr.element_size as u64)?
+        .checked_add(dblock_prefix_len(hdr, sizes))
+}
+
+/// Where page `page` of the paged data block at `dblk_addr` lies: its address and length
+/// (elements and checksum); `None` on overflow.
+pub fn data_block_page(
+    hdr: &ExtensibleArrayHeader,
+    dblk_addr: u64,
+    page: u64,
+    sizes: Sizes,
+) -> Option<(u64, u64)> {
+    let nbytes = hdr.page_elements() * hdr.element_size as u64;
+    let page_addr = page
+        .checked_mul(nbytes + 4)?
+        .checked_add(dblock_prefix_len(hdr, sizes))?
+        .checked_add(dblk_addr)?;
+    Some((page_addr, nbytes + 4))
+}
+
 /// Read and verify an unpaged data block (spec VII.C, "Extensible Array Data Block") of
 /// `nelmts` elements at `addr`; returns its element bytes.
 pub fn read_data_block(
@@ -381,12 +404,9 @@ pub fn read_data_block(
     sizes: Sizes,
 ) -> Result<Vec<u8>> {
     const WHAT: &str = "extensible array data block";
-    let nbytes = nelmts
-        .checked_mul(hdr.element_size as u64)
+    let len = data_block_len(hdr, nelmts, sizes)
         .ok_or_else(|| Error::corrupt(WHAT, addr, "size overflow"))?;
-    let len = nbytes
-        .checked_add(dblock_prefix_len(hdr, sizes))
-        .ok_or_else(|| Error::corrupt(WHAT, addr, "size overflow"))?;
+    let nbytes = len - dblock_prefix_len(hdr, sizes);
     let buf = storage.read_checksummed(addr, len, WHAT)?;
     let mut c = Cursor::new(&buf, addr, WHAT);
     block_prefix(&mut c, b"EADB", hdr, sizes)?;
@@ -404,15 +424,10 @@ pub fn read_data_block_page(
     sizes: Sizes,
 ) -> Result<Vec<u8>> {
     const WHAT: &str = "extensible array data block page";
-    let overflow = || Error::corrupt(WHAT, dblk_addr, "address overflow");
-    let nbytes = hdr.page_elements() * hdr.element_size as u64;
-    let page_addr = page
-        .checked_mul(nbytes + 4)
-        .and_then(|o| o.checked_add(dblock_prefix_len(hdr, sizes)))
-        .and_then(|o| o.checked_add(dblk_addr))
-        .ok_or_else(overflow)?;
-    let mut buf = storage.read_checksummed(page_addr, nbytes + 4, WHAT)?;
-    buf.truncate(nbytes as usize);
+    let (page_addr, len) = data_block_page(hdr, dblk_addr, page, sizes)
+        .ok_or_else(|| Error::corrupt(WHAT, dblk_addr, "address overflow"))?;
+    let mut buf = storage.read_checksummed(page_addr, len, WHAT)?;
+    buf.truncate(len as usize - 4);
     Ok(buf)
 }
 

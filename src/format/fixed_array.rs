@@ -260,6 +260,26 @@ impl FixedArrayDataBlock {
         bit_msb_first(&self.page_init, page)
     }
 
+    /// Where page `page` of a paged data block lies: its address and length (elements and
+    /// checksum); `None` past the last page or on overflow.
+    pub fn page_range(&self, header: &FixedArrayHeader, page: u64) -> Option<(u64, u64)> {
+        let npages = header.npages();
+        if page >= npages {
+            return None;
+        }
+        let page_addr = page
+            .checked_mul(header.page_bytes()?)?
+            .checked_add(self.prefix_len)?
+            .checked_add(self.addr)?;
+        // The last page holds only the elements left over.
+        let nelmts = if page + 1 == npages {
+            header.max_entries - page * header.page_elements()
+        } else {
+            header.page_elements()
+        };
+        Some((page_addr, nelmts * header.element_size as u64 + 4))
+    }
+
     /// Read and verify page `page` of a paged data block; returns its element bytes.
     pub fn read_page(
         &self,
@@ -268,24 +288,12 @@ impl FixedArrayDataBlock {
         page: u64,
     ) -> Result<Vec<u8>> {
         const WHAT: &str = "fixed array data block page";
-        let overflow = || Error::corrupt(WHAT, self.addr, "address overflow");
-        let npages = header.npages();
-        if page >= npages {
+        if page >= header.npages() {
             return Err(Error::corrupt(WHAT, self.addr, format!("page {page}")));
         }
-        let full = header.page_bytes().ok_or_else(overflow)?;
-        let page_addr = page
-            .checked_mul(full)
-            .and_then(|off| off.checked_add(self.prefix_len))
-            .and_then(|off| off.checked_add(self.addr))
-            .ok_or_else(overflow)?;
-        // The last page holds only the elements left over.
-        let nelmts = if page + 1 == npages {
-            header.max_entries - page * header.page_elements()
-        } else {
-            header.page_elements()
-        };
-        let len = nelmts * header.element_size as u64 + 4;
+        let (page_addr, len) = self
+            .page_range(header, page)
+            .ok_or_else(|| Error::corrupt(WHAT, self.addr, "address overflow"))?;
         let mut buf = storage.read_checksummed(page_addr, len, WHAT)?;
         buf.truncate(buf.len() - 4);
         Ok(buf)

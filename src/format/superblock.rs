@@ -29,7 +29,7 @@ const FIRST_USER_BLOCK_OFFSET: u64 = 512;
 /// `H5F_CRT_SYM_LEAF_DEF`), used when a v2/v3 file has no B-tree 'K' values message.
 const DEFAULT_GROUP_LEAF_K: u16 = 4;
 const DEFAULT_GROUP_INTERNAL_K: u16 = 16;
-const DEFAULT_CHUNK_BTREE_K: u16 = 32;
+pub const DEFAULT_CHUNK_BTREE_K: u16 = 32;
 
 /// Largest superblock: v0/v1 with 8-byte offsets is 8 + 16 + 4 + 4 × 8 + (2 × 8 + 24) = 96
 /// bytes (v1 adds 4); read a little more so the decoder, not the read, reports truncation.

@@ -296,13 +296,19 @@ impl Chunked {
     /// The index record of the chunk at merged chunk coordinates `mcoords` (`None`: never
     /// written) and whether it is stored raw (no filters apply); a raw chunk is checked to be
     /// full size and inside the file.
-    fn locate(&self, mcoords: &[u64]) -> Result<Option<(ChunkRecord, bool)>> {
+    /// The dataset's chunk coordinates of the (merged-dimension) chunk `mcoords`.
+    fn full_coords(&self, mcoords: &[u64]) -> Vec<u64> {
         let mut coords = vec![0u64; self.geom.rank];
         for (&f, &c) in self.geom.first.iter().zip(mcoords) {
             if let Some(slot) = f.and_then(|i| coords.get_mut(i)) {
                 *slot = c;
             }
         }
+        coords
+    }
+
+    fn locate(&self, mcoords: &[u64]) -> Result<Option<(ChunkRecord, bool)>> {
+        let coords = self.full_coords(mcoords);
         let Some(rec) = self.index()?.lookup(&coords)? else {
             return Ok(None);
         };
@@ -507,6 +513,20 @@ impl Chunked {
     /// `note`: also note every chunk of the boxes, cached or not, to the source as the
     /// reader's progress (chunk by chunk, in file order, as the reader would read them).
     fn hint_chunks(&self, spans: &[ChunkBox], direct: bool, all: bool, note: bool) -> Result<()> {
+        // The index nodes the lookups below read, named together first (one round trip per
+        // level of the index, not one per node): those of the chunks from the lowest corner
+        // of the spans' bounding box to its highest, which are first and last in any order
+        // an index sorts chunks by (coordinates, slowest dimension first, or with the
+        // unlimited dimension moved first).
+        if let Some((lo0, hi0)) = spans.first() {
+            let (mut lo, mut hi) = (lo0.clone(), hi0.clone());
+            for (l, h) in &spans[1..] {
+                lo.iter_mut().zip(l).for_each(|(a, &b)| *a = (*a).min(b));
+                hi.iter_mut().zip(h).for_each(|(a, &b)| *a = (*a).max(b));
+            }
+            self.index()?
+                .prepare(&self.full_coords(&lo), &self.full_coords(&hi))?;
+        }
         let mut ranges = Vec::new();
         let mut noted = Vec::new();
         let mut cc = vec![0u64; self.geom.dims.len()];

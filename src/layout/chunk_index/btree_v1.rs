@@ -4,6 +4,8 @@
 //! the last child whose left key is ≤ the target (keys compare lexicographically, slowest
 //! dimension first); in a leaf the chunk is the child whose key equals the target exactly.
 //! Only the nodes on one path are read; decoded nodes are kept in a bounded LRU by address.
+//! On a remote source, [`ChunkIndex::prepare`] names the nodes a range of lookups will read
+//! level by level, so that they arrive together.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -67,7 +69,83 @@ impl BtreeV1Index {
     }
 }
 
+impl BtreeV1Index {
+    /// Chunk coordinates as the element offsets the keys hold; `None` on overflow.
+    fn target(&self, coords: &[u64]) -> Option<Vec<u64>> {
+        coords
+            .iter()
+            .zip(&self.params.chunk_dims)
+            .map(|(&c, &d)| c.checked_mul(d))
+            .collect()
+    }
+
+    /// Bytes a node takes in the file when it holds the most entries libhdf5's default
+    /// allows (2K, K = 32): what is named for a node not read yet. A tree written with a
+    /// larger K has the rest of a fuller node read by its lookup.
+    fn node_len(&self) -> u64 {
+        let entries = 2 * crate::format::superblock::DEFAULT_CHUNK_BTREE_K as u64;
+        let o = self.params.sizes.offset as u64;
+        let key = crate::format::btree_v1::CHUNK_KEY_PREFIX as u64
+            + 8 * (self.params.chunk_dims.len() as u64 + 1);
+        8 + 2 * o + (entries + 1) * key + entries * o
+    }
+}
+
 impl ChunkIndex for BtreeV1Index {
+    fn prepare(&self, lo: &[u64], hi: &[u64]) -> Result<()> {
+        let storage = &self.params.storage;
+        if self.root == UNDEFINED_ADDR || !storage.wants_hints() {
+            return Ok(());
+        }
+        let rank = lo.len();
+        let (Some(lo), Some(hi)) = (self.target(lo), self.target(hi)) else {
+            return Ok(());
+        };
+        let mut level = vec![self.root];
+        for _ in 0..=MAX_TREE_DEPTH {
+            let mut below = Vec::new();
+            let mut leaves_below = false;
+            for &addr in &level {
+                let node = self.node(addr)?;
+                let NodeKeys::Chunk(keys) = &node.keys else {
+                    return Ok(());
+                };
+                if node.level == 0 {
+                    return Ok(());
+                }
+                leaves_below |= node.level == 1;
+                // The children holding keys from `lo` to `hi`: from the last whose left key
+                // is <= lo to the last whose left key is <= hi.
+                let child_keys = &keys[..node.children.len()];
+                let first = child_keys
+                    .partition_point(|k| key_of(k, rank) <= lo.as_slice())
+                    .saturating_sub(1);
+                let end = child_keys.partition_point(|k| key_of(k, rank) <= hi.as_slice());
+                below.extend_from_slice(node.children.get(first..end).unwrap_or_default());
+                if below.len() > super::MAX_PREPARED {
+                    return Ok(());
+                }
+            }
+            let n = self.node_len();
+            let missing: Vec<(u64, u64)> = {
+                let cached = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+                below
+                    .iter()
+                    .filter(|a| !cached.contains(a))
+                    .map(|&a| (a, n))
+                    .collect()
+            };
+            if !missing.is_empty() {
+                storage.prefetch(&missing);
+            }
+            if leaves_below {
+                return Ok(());
+            }
+            level = below;
+        }
+        Ok(())
+    }
+
     fn lookup(&self, coords: &[u64]) -> Result<Option<ChunkRecord>> {
         if self.root == UNDEFINED_ADDR || !self.params.in_grid(coords) {
             return Ok(None);

@@ -4,7 +4,9 @@
 //! Records are sorted by their scaled offsets (chunk coordinates in chunk units), compared
 //! dimension by dimension from the first, so a lookup descends one node per level comparing
 //! coordinates. Decoded nodes are kept in a small LRU keyed by address, so repeated lookups
-//! near each other cost memory reads only; nothing else of the tree is loaded.
+//! near each other cost memory reads only; nothing else of the tree is loaded. On a remote
+//! source, [`ChunkIndex::prepare`] names the nodes a range of lookups will read, level by
+//! level, so that they arrive together.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -104,6 +106,73 @@ impl BtreeV2Index {
 }
 
 impl ChunkIndex for BtreeV2Index {
+    fn prepare(&self, lo: &[u64], hi: &[u64]) -> Result<()> {
+        let h = &self.header;
+        let storage = &self.params.storage;
+        if h.root_addr == UNDEFINED_ADDR || !storage.wants_hints() {
+            return Ok(());
+        }
+        if lo.len() != self.rank || hi.len() != self.rank {
+            return Ok(());
+        }
+        if h.depth == 0 {
+            // One node: the root, which every lookup reads.
+            if !self.lock().contains(&h.root_addr) {
+                storage.prefetch(&[(h.root_addr, h.node_size as u64)]);
+            }
+            return Ok(());
+        }
+        let (ty, sizes) = (h.record_type, self.params.sizes);
+        let mut level = vec![(h.root_addr, h.depth, h.root_records as u64)];
+        // Depth strictly decreases: at most depth levels.
+        loop {
+            let mut below = Vec::new();
+            let mut depth = 0;
+            for &(addr, d, records) in &level {
+                let node = self.node(addr, d, records)?;
+                if node.depth == 0 {
+                    return Ok(());
+                }
+                depth = node.depth - 1;
+                // The children between where `lo` and `hi` fall (a record equal to either is
+                // in this node; its neighbours' children are taken, a little more than needed).
+                let at = |c: &[u64]| -> Result<usize> {
+                    Ok(
+                        match node.search(&mut |r| ChunkBtRecord::compare(ty, r, sizes, c))? {
+                            Ok(i) | Err(i) => i,
+                        },
+                    )
+                };
+                let (a, b) = (at(lo)?, at(hi)?);
+                let last = node.children.len().saturating_sub(1);
+                let take = node
+                    .children
+                    .get(a.min(last)..=b.min(last))
+                    .unwrap_or_default();
+                below.extend(take.iter().map(|c| (c.addr, depth, c.records)));
+                if below.len() > super::MAX_PREPARED {
+                    return Ok(());
+                }
+            }
+            let n = h.node_size as u64;
+            let missing: Vec<(u64, u64)> = {
+                let cached = self.lock();
+                below
+                    .iter()
+                    .filter(|(a, _, _)| !cached.contains(a))
+                    .map(|&(a, _, _)| (a, n))
+                    .collect()
+            };
+            if !missing.is_empty() {
+                storage.prefetch(&missing);
+            }
+            if depth == 0 {
+                return Ok(());
+            }
+            level = below;
+        }
+    }
+
     fn lookup(&self, coords: &[u64]) -> Result<Option<ChunkRecord>> {
         if coords.len() != self.rank {
             return Err(Error::Invalid(format!(
@@ -176,6 +245,7 @@ mod tests {
             .collect();
         let datasets = exp[name]["datasets"].as_object().unwrap();
         assert!(!datasets.is_empty());
+        let mut deep = false;
         for (ds, d) in datasets {
             let dims = nums(&d["dims"]);
             let records = d["records"].as_array().unwrap();
@@ -237,7 +307,24 @@ mod tests {
                 }
             }
             assert!(index.lookup(&[0]).is_err());
+            // Over a source that asks for hints: prepare names what a range of lookups reads.
+            let (rstorage, rec) = super::super::tests::recording(std::path::Path::new(&path));
+            let rparams = IndexParams {
+                storage: rstorage,
+                ..params.clone()
+            };
+            let open_cold = || -> Box<dyn ChunkIndex> {
+                Box::new(BtreeV2Index::open(&rparams, header.addr).unwrap())
+            };
+            for window in [1, 5, 40] {
+                let n = super::super::tests::check_prepare(&grid, &rec, window, &open_cold);
+                if header.depth > 0 {
+                    assert!(n > 0, "{name} {ds}: no lookup read anything after prepare");
+                }
+            }
+            deep |= header.depth > 0;
         }
+        assert!(deep, "{name}: no tree of more than one level");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! of the extensible array (`crate::format::extensible_array`), found by arithmetic: a lookup
 //! reads at most the index block, one super block and one data block (or data block page).
 //! The header is read at open; the index block on first use; super blocks and data blocks or
-//! pages through bounded LRUs.
+//! pages through bounded LRUs. On a remote source, [`ChunkIndex::prepare`] names the data
+//! blocks (or pages) of a range of lookups at once, so that they arrive together.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -14,8 +15,8 @@ use lru::LruCache;
 use super::{ea_linear_index, ChunkIndex, ChunkRecord, IndexParams};
 use crate::error::{Error, Result};
 use crate::format::extensible_array::{
-    element_at, read_data_block, read_data_block_page, ElementLocation, ExtensibleArrayHeader,
-    ExtensibleArrayIndexBlock, ExtensibleArraySuperBlock,
+    data_block_len, data_block_page, element_at, read_data_block, read_data_block_page,
+    ElementLocation, ExtensibleArrayHeader, ExtensibleArrayIndexBlock, ExtensibleArraySuperBlock,
 };
 use crate::io::UNDEFINED_ADDR;
 use crate::sync::lock;
@@ -189,6 +190,101 @@ impl ExtensibleArrayIndex {
 }
 
 impl ChunkIndex for ExtensibleArrayIndex {
+    fn prepare(&self, lo: &[u64], hi: &[u64]) -> Result<()> {
+        let Some(h) = &self.header else {
+            return Ok(());
+        };
+        let (storage, sizes) = (&self.params.storage, self.params.sizes);
+        if !storage.wants_hints() || h.index_block == UNDEFINED_ADDR {
+            return Ok(());
+        }
+        let (Some(first), Some(last)) = (
+            ea_linear_index(lo, &self.params),
+            ea_linear_index(hi, &self.params),
+        ) else {
+            return Ok(());
+        };
+        let last = last.min(h.max_index_set.saturating_sub(1));
+        let iblock = self.index_block(h)?;
+        // The data blocks (or their pages) holding elements `first..=last`, one after the
+        // other; the super blocks that list them are read on the way (few, and cached).
+        let mut want = Vec::new();
+        let mut n = first;
+        while n <= last && want.len() <= super::MAX_PREPARED {
+            let next = match h.locate(n)? {
+                ElementLocation::IndexBlock { .. } => h.index_elements as u64,
+                ElementLocation::DirectDataBlock { dblk, nelmts, elmt } => {
+                    let addr = iblock.dblk_addrs.get(dblk).copied();
+                    if let (Some(addr), 0) = (addr, h.dblk_npages(nelmts)) {
+                        if addr != UNDEFINED_ADDR {
+                            want.extend(data_block_len(h, nelmts, sizes).map(|l| (addr, addr, l)));
+                        }
+                    }
+                    n - elmt + nelmts
+                }
+                ElementLocation::SuperBlock {
+                    sblk_idx,
+                    sblk_off,
+                    dblk,
+                    nelmts,
+                    elmt,
+                } => {
+                    let sblk = iblock.sblk_addrs.get(sblk_off).copied();
+                    let sblock = match sblk.filter(|&a| a != UNDEFINED_ADDR) {
+                        Some(a) => Some(self.super_block(h, sblk_idx, a)?),
+                        None => None,
+                    };
+                    let addr = sblock.as_ref().and_then(|sb| {
+                        usize::try_from(dblk)
+                            .ok()
+                            .and_then(|d| sb.dblk_addrs.get(d))
+                            .copied()
+                            .filter(|&a| a != UNDEFINED_ADDR)
+                            .map(|a| (sb, a))
+                    });
+                    if let Some((sblock, addr)) = addr {
+                        if sblock.dblk_npages == 0 {
+                            want.extend(data_block_len(h, nelmts, sizes).map(|l| (addr, addr, l)));
+                        } else {
+                            // The pages from the one holding `n` to the one holding `last`
+                            // (or the block's end).
+                            let pe = h.page_elements();
+                            let end = (last - (n - elmt)).min(nelmts - 1);
+                            for page in elmt / pe..=end / pe {
+                                if sblock.page_initialized(dblk, page) {
+                                    let key = addr.saturating_add(1).saturating_add(page);
+                                    want.extend(
+                                        data_block_page(h, addr, page, sizes)
+                                            .map(|(a, l)| (key, a, l)),
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    n - elmt + nelmts
+                }
+            };
+            if next <= n {
+                break;
+            }
+            n = next;
+        }
+        if want.len() > super::MAX_PREPARED {
+            return Ok(());
+        }
+        let missing: Vec<(u64, u64)> = {
+            let cached = lock(&self.dblocks);
+            want.iter()
+                .filter(|(key, _, _)| !cached.contains(key))
+                .map(|&(_, a, l)| (a, l))
+                .collect()
+        };
+        if !missing.is_empty() {
+            storage.prefetch(&missing);
+        }
+        Ok(())
+    }
+
     fn lookup(&self, coords: &[u64]) -> Result<Option<ChunkRecord>> {
         let Some(h) = &self.header else {
             return Ok(None);

@@ -2,7 +2,8 @@
 //! unlimited dimension. Chunk n (row-major over the maximum chunk grid) is
 //! element n of the fixed array (`crate::format::fixed_array`). The header is read when the
 //! index is opened; the data block prefix (elements, or the page bitmap when paged) on first
-//! use; pages on demand through a bounded LRU.
+//! use; pages on demand through a bounded LRU. On a remote source, [`ChunkIndex::prepare`]
+//! names the pages of a range of lookups at once, so that they arrive together.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -92,6 +93,45 @@ impl FixedArrayIndex {
 }
 
 impl ChunkIndex for FixedArrayIndex {
+    fn prepare(&self, lo: &[u64], hi: &[u64]) -> Result<()> {
+        let Some(header) = &self.header else {
+            return Ok(());
+        };
+        let storage = &self.params.storage;
+        if !storage.wants_hints() || header.data_block == UNDEFINED_ADDR {
+            return Ok(());
+        }
+        // Every lookup reads the data block first (the elements, or the bitmap of pages).
+        let dblock = self.data_block(header)?;
+        let (Some(first), Some(last)) =
+            (linear_index(lo, &self.grid), linear_index(hi, &self.grid))
+        else {
+            return Ok(());
+        };
+        if header.npages() == 0 {
+            return Ok(());
+        }
+        let pe = header.page_elements();
+        let (p0, p1) = (
+            first / pe,
+            last.min(header.max_entries.saturating_sub(1)) / pe,
+        );
+        if p1 < p0 || p1 - p0 >= super::MAX_PREPARED as u64 {
+            return Ok(());
+        }
+        let missing: Vec<(u64, u64)> = {
+            let cached = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+            (p0..=p1)
+                .filter(|&p| dblock.page_initialized(p) && !cached.contains(&p))
+                .filter_map(|p| dblock.page_range(header, p))
+                .collect()
+        };
+        if !missing.is_empty() {
+            storage.prefetch(&missing);
+        }
+        Ok(())
+    }
+
     fn lookup(&self, coords: &[u64]) -> Result<Option<ChunkRecord>> {
         let Some(header) = &self.header else {
             return Ok(None);
