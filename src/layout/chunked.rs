@@ -713,8 +713,10 @@ enum Source<'a> {
 /// An inclusive box of merged chunk coordinates: its lowest and highest corners.
 type ChunkBox = (Vec<u64>, Vec<u64>);
 
-/// Most chunks one read names in a prefetch hint.
-const MAX_HINTS: usize = 1024;
+/// Most chunks one read names in a prefetch hint: a whole prefetch window (at most 64 MiB
+/// of image) of chunks of 8 KiB or more. With fewer, the end of a large window was never
+/// named, and the workers fetched it a piece at a time, one round trip per two pieces.
+const MAX_HINTS: usize = 8192;
 
 /// The most stored bytes a filtered chunk of `full` decoded bytes may have: three times its
 /// size plus 64 KiB, more than any chain of the supported filters produces (ZFP at its
