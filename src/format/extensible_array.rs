@@ -318,6 +318,20 @@ pub struct ExtensibleArraySuperBlock {
 }
 
 impl ExtensibleArraySuperBlock {
+    /// Bytes of super block number `sblk_idx` (`None` when there is no such super block, or
+    /// on overflow).
+    pub fn len(hdr: &ExtensibleArrayHeader, sblk_idx: usize, sizes: Sizes) -> Option<u64> {
+        let info = hdr.sblks.get(sblk_idx)?;
+        let dblk_npages = hdr.dblk_npages(info.dblk_nelmts);
+        let o = sizes.offset as u64;
+        // One bitmap of ceil(npages / 8) bytes per data block (libhdf5 sizes it so, while
+        // numbering the bits consecutively).
+        info.ndblks
+            .checked_mul(dblk_npages.div_ceil(8))?
+            .checked_add(info.ndblks.checked_mul(o)?)?
+            .checked_add(6 + o + hdr.arr_off_size() as u64 + 4)
+    }
+
     /// Read and verify super block number `sblk_idx` at `addr`.
     pub fn read(
         storage: &Storage,
@@ -332,13 +346,8 @@ impl ExtensibleArraySuperBlock {
             .get(sblk_idx)
             .ok_or_else(|| Error::corrupt(WHAT, addr, format!("super block {sblk_idx}")))?;
         let dblk_npages = hdr.dblk_npages(info.dblk_nelmts);
-        let o = sizes.offset as u64;
-        // One bitmap of ceil(npages / 8) bytes per data block (libhdf5 sizes it so, while
-        // numbering the bits consecutively).
         let bitmap_len = info.ndblks.checked_mul(dblk_npages.div_ceil(8));
-        let len = bitmap_len
-            .and_then(|b| b.checked_add(info.ndblks.checked_mul(o)?))
-            .and_then(|l| l.checked_add(6 + o + hdr.arr_off_size() as u64 + 4))
+        let len = Self::len(hdr, sblk_idx, sizes)
             .ok_or_else(|| Error::corrupt(WHAT, addr, "size overflow"))?;
         let buf = storage.read_checksummed(addr, len, WHAT)?;
         let mut c = Cursor::new(&buf, addr, WHAT);

@@ -293,9 +293,6 @@ impl Chunked {
             .any(|((&c, &cd), &d)| c.saturating_add(1).saturating_mul(cd) > d)
     }
 
-    /// The index record of the chunk at merged chunk coordinates `mcoords` (`None`: never
-    /// written) and whether it is stored raw (no filters apply); a raw chunk is checked to be
-    /// full size and inside the file.
     /// The dataset's chunk coordinates of the (merged-dimension) chunk `mcoords`.
     fn full_coords(&self, mcoords: &[u64]) -> Vec<u64> {
         let mut coords = vec![0u64; self.geom.rank];
@@ -307,6 +304,9 @@ impl Chunked {
         coords
     }
 
+    /// The index record of the chunk at merged chunk coordinates `mcoords` (`None`: never
+    /// written) and whether it is stored raw (no filters apply); a raw chunk is checked to be
+    /// full size and inside the file.
     fn locate(&self, mcoords: &[u64]) -> Result<Option<(ChunkRecord, bool)>> {
         let coords = self.full_coords(mcoords);
         let Some(rec) = self.index()?.lookup(&coords)? else {
@@ -514,18 +514,16 @@ impl Chunked {
     /// reader's progress (chunk by chunk, in file order, as the reader would read them).
     fn hint_chunks(&self, spans: &[ChunkBox], direct: bool, all: bool, note: bool) -> Result<()> {
         // The index nodes the lookups below read, named together first (one round trip per
-        // level of the index, not one per node): those of the chunks from the lowest corner
-        // of the spans' bounding box to its highest, which are first and last in any order
-        // an index sorts chunks by (coordinates, slowest dimension first, or with the
-        // unlimited dimension moved first).
-        if let Some((lo0, hi0)) = spans.first() {
-            let (mut lo, mut hi) = (lo0.clone(), hi0.clone());
-            for (l, h) in &spans[1..] {
-                lo.iter_mut().zip(l).for_each(|(a, &b)| *a = (*a).min(b));
-                hi.iter_mut().zip(h).for_each(|(a, &b)| *a = (*a).max(b));
+        // level of the index, not one per node): span by span, those of the chunks from a
+        // span's lowest corner to its highest, which are first and last in any order an
+        // index sorts chunks by (coordinates, slowest dimension first, or with the unlimited
+        // dimension moved first). Only a hint: what it cannot read is the lookups' to report.
+        let index = self.index()?;
+        for (lo, hi) in spans {
+            if let Err(e) = index.prepare(&self.full_coords(lo), &self.full_coords(hi)) {
+                log::debug!("chunk index prepare: {e}");
+                break;
             }
-            self.index()?
-                .prepare(&self.full_coords(&lo), &self.full_coords(&hi))?;
         }
         let mut ranges = Vec::new();
         let mut noted = Vec::new();

@@ -122,8 +122,10 @@ impl ChunkIndex for BtreeV1Index {
                     .saturating_sub(1);
                 let end = child_keys.partition_point(|k| key_of(k, rank) <= hi.as_slice());
                 below.extend_from_slice(node.children.get(first..end).unwrap_or_default());
-                if below.len() > super::MAX_PREPARED {
-                    return Ok(());
+                if below.len() >= super::MAX_PREPARED {
+                    // The first ones from `lo`: the lookups reach the rest themselves.
+                    below.truncate(super::MAX_PREPARED);
+                    break;
                 }
             }
             let n = self.node_len();

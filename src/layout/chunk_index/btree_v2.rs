@@ -150,8 +150,10 @@ impl ChunkIndex for BtreeV2Index {
                     .get(a.min(last)..=b.min(last))
                     .unwrap_or_default();
                 below.extend(take.iter().map(|c| (c.addr, depth, c.records)));
-                if below.len() > super::MAX_PREPARED {
-                    return Ok(());
+                if below.len() >= super::MAX_PREPARED {
+                    // The first ones from `lo`: the lookups reach the rest themselves.
+                    below.truncate(super::MAX_PREPARED);
+                    break;
                 }
             }
             let n = h.node_size as u64;

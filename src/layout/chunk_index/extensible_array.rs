@@ -195,7 +195,7 @@ impl ChunkIndex for ExtensibleArrayIndex {
             return Ok(());
         };
         let (storage, sizes) = (&self.params.storage, self.params.sizes);
-        if !storage.wants_hints() || h.index_block == UNDEFINED_ADDR {
+        if !storage.wants_hints() || h.index_block == UNDEFINED_ADDR || h.max_index_set == 0 {
             return Ok(());
         }
         let (Some(first), Some(last)) = (
@@ -204,15 +204,48 @@ impl ChunkIndex for ExtensibleArrayIndex {
         ) else {
             return Ok(());
         };
-        let last = last.min(h.max_index_set.saturating_sub(1));
+        let last = last.min(h.max_index_set - 1);
+        if first > last {
+            return Ok(());
+        }
         let iblock = self.index_block(h)?;
-        // The data blocks (or their pages) holding elements `first..=last`, one after the
-        // other; the super blocks that list them are read on the way (few, and cached).
+        // The super blocks listing the data blocks of `first..=last`, named together, then
+        // read (few, and cached).
+        let sblk_of = |n: u64| -> Result<Option<usize>> {
+            Ok(match h.locate(n)? {
+                ElementLocation::SuperBlock { sblk_off, .. } => Some(sblk_off),
+                _ => None,
+            })
+        };
+        if let Some(s1) = sblk_of(last)? {
+            let s0 = sblk_of(first)?.unwrap_or(0);
+            let s1 = s1.min(s0.saturating_add(super::MAX_PREPARED));
+            let missing: Vec<(u64, u64)> = {
+                let cached = lock(&self.sblocks);
+                (s0..=s1)
+                    .filter_map(|off| {
+                        let addr = *iblock.sblk_addrs.get(off)?;
+                        let idx = off.checked_add(h.iblock_nsblks())?;
+                        let len = ExtensibleArraySuperBlock::len(h, idx, sizes)?;
+                        (addr != UNDEFINED_ADDR && !cached.contains(&addr)).then_some((addr, len))
+                    })
+                    .collect()
+            };
+            if !missing.is_empty() {
+                storage.prefetch(&missing);
+            }
+        }
+        // The data blocks (or their pages) holding `first..=last`, one after the other: as
+        // many as a prepare names, in a bounded number of steps (a super block never
+        // written is one step).
         let mut want = Vec::new();
         let mut n = first;
-        while n <= last && want.len() <= super::MAX_PREPARED {
+        for _ in 0..4 * super::MAX_PREPARED {
+            if n > last || want.len() >= super::MAX_PREPARED {
+                break;
+            }
             let next = match h.locate(n)? {
-                ElementLocation::IndexBlock { .. } => h.index_elements as u64,
+                ElementLocation::IndexBlock { .. } => Some(h.index_elements as u64),
                 ElementLocation::DirectDataBlock { dblk, nelmts, elmt } => {
                     let addr = iblock.dblk_addrs.get(dblk).copied();
                     if let (Some(addr), 0) = (addr, h.dblk_npages(nelmts)) {
@@ -220,7 +253,7 @@ impl ChunkIndex for ExtensibleArrayIndex {
                             want.extend(data_block_len(h, nelmts, sizes).map(|l| (addr, addr, l)));
                         }
                     }
-                    n - elmt + nelmts
+                    (n - elmt).checked_add(nelmts)
                 }
                 ElementLocation::SuperBlock {
                     sblk_idx,
@@ -230,47 +263,53 @@ impl ChunkIndex for ExtensibleArrayIndex {
                     elmt,
                 } => {
                     let sblk = iblock.sblk_addrs.get(sblk_off).copied();
-                    let sblock = match sblk.filter(|&a| a != UNDEFINED_ADDR) {
-                        Some(a) => Some(self.super_block(h, sblk_idx, a)?),
-                        None => None,
-                    };
-                    let addr = sblock.as_ref().and_then(|sb| {
-                        usize::try_from(dblk)
-                            .ok()
-                            .and_then(|d| sb.dblk_addrs.get(d))
-                            .copied()
-                            .filter(|&a| a != UNDEFINED_ADDR)
-                            .map(|a| (sb, a))
-                    });
-                    if let Some((sblock, addr)) = addr {
-                        if sblock.dblk_npages == 0 {
-                            want.extend(data_block_len(h, nelmts, sizes).map(|l| (addr, addr, l)));
-                        } else {
-                            // The pages from the one holding `n` to the one holding `last`
-                            // (or the block's end).
-                            let pe = h.page_elements();
-                            let end = (last - (n - elmt)).min(nelmts - 1);
-                            for page in elmt / pe..=end / pe {
-                                if sblock.page_initialized(dblk, page) {
-                                    let key = addr.saturating_add(1).saturating_add(page);
+                    match sblk.filter(|&a| a != UNDEFINED_ADDR) {
+                        // Never written: on to the next super block.
+                        None => h.sblks.get(sblk_idx).and_then(|i| {
+                            (h.index_elements as u64)
+                                .checked_add(i.start_idx)?
+                                .checked_add(i.ndblks.checked_mul(i.dblk_nelmts)?)
+                        }),
+                        Some(sblk) => {
+                            let sblock = self.super_block(h, sblk_idx, sblk)?;
+                            let addr = usize::try_from(dblk)
+                                .ok()
+                                .and_then(|d| sblock.dblk_addrs.get(d))
+                                .copied()
+                                .filter(|&a| a != UNDEFINED_ADDR);
+                            if let Some(addr) = addr {
+                                if sblock.dblk_npages == 0 {
                                     want.extend(
-                                        data_block_page(h, addr, page, sizes)
-                                            .map(|(a, l)| (key, a, l)),
+                                        data_block_len(h, nelmts, sizes).map(|l| (addr, addr, l)),
                                     );
+                                } else {
+                                    // The pages from the one holding `n` to the one holding
+                                    // `last` (or the block's end).
+                                    let pe = h.page_elements();
+                                    let end = (last - (n - elmt)).min(nelmts.saturating_sub(1));
+                                    for page in elmt / pe..=end / pe {
+                                        if want.len() >= super::MAX_PREPARED {
+                                            break;
+                                        }
+                                        if sblock.page_initialized(dblk, page) {
+                                            let key = addr.saturating_add(1).saturating_add(page);
+                                            want.extend(
+                                                data_block_page(h, addr, page, sizes)
+                                                    .map(|(a, l)| (key, a, l)),
+                                            );
+                                        }
+                                    }
                                 }
                             }
+                            (n - elmt).checked_add(nelmts)
                         }
                     }
-                    n - elmt + nelmts
                 }
             };
-            if next <= n {
-                break;
+            match next {
+                Some(next) if next > n => n = next,
+                _ => break,
             }
-            n = next;
-        }
-        if want.len() > super::MAX_PREPARED {
-            return Ok(());
         }
         let missing: Vec<(u64, u64)> = {
             let cached = lock(&self.dblocks);
@@ -304,5 +343,89 @@ impl ChunkIndex for ExtensibleArrayIndex {
             return Ok(None);
         }
         self.element(h, n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::checksum::lookup3;
+    use crate::io::Sizes;
+    use std::io::Write;
+
+    fn seal(v: &mut Vec<u8>) {
+        let s = lookup3(v, 0);
+        v.extend(s.to_le_bytes());
+    }
+
+    #[test]
+    fn prepare_is_bounded_on_a_hostile_array() {
+        // An array of 2^64 elements, all "set", whose super blocks are partly never written
+        // and partly garbage: prepare over ranges reaching the top of the element numbers
+        // neither panics (overflow) nor walks the array one data block at a time.
+        let mut h = b"EAHD".to_vec();
+        h.extend([0, 0, 8, 64, 4, 16, 4, 10]);
+        for v in [0u64, 0, 0, 0, u64::MAX, 0, 128] {
+            h.extend(v.to_le_bytes());
+        }
+        seal(&mut h);
+        let mut img = h;
+        img.resize(128, 0);
+        let (f0, s0) = {
+            let mut f = tempfile::NamedTempFile::new().unwrap();
+            f.write_all(&img).unwrap();
+            let s = crate::io::Storage::open(f.path()).unwrap();
+            (f, s)
+        };
+        let hdr = ExtensibleArrayHeader::read(&s0, 0, Sizes::DEFAULT).unwrap();
+        drop(f0);
+        let mut ib = b"EAIB".to_vec();
+        ib.extend([0, 0]);
+        ib.extend(0u64.to_le_bytes());
+        for _ in 0..4 {
+            ib.extend(0x1000u64.to_le_bytes());
+        }
+        for _ in 0..hdr.iblock_ndblk_addrs() {
+            ib.extend(u64::MAX.to_le_bytes());
+        }
+        // The super blocks never written, but for the last, "written" at an address that
+        // holds nothing valid.
+        let n = hdr.iblock_nsblk_addrs();
+        for i in 0..n {
+            let a = if i + 1 < n { u64::MAX } else { 64 };
+            ib.extend(a.to_le_bytes());
+        }
+        seal(&mut ib);
+        img.extend(ib);
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&img).unwrap();
+        let (storage, rec) = super::super::tests::recording(f.path());
+        let params = IndexParams {
+            storage,
+            sizes: Sizes::DEFAULT,
+            dims: vec![u64::MAX - 1],
+            max_dims: vec![u64::MAX],
+            chunk_dims: vec![1],
+            element_size: 8,
+            filtered: false,
+            layout_version: 4,
+            layout_flags: 0,
+        };
+        let index = ExtensibleArrayIndex::open(params, 0).unwrap();
+        for (lo, hi) in [
+            (0, u64::MAX - 2),
+            (1 << 40, 1 << 62),
+            (1 << 62, (1 << 63) + (1 << 62)),
+            (u64::MAX - 100, u64::MAX - 2),
+            (5, 4),
+        ] {
+            let _ = index.prepare(&[lo], &[hi]);
+            let events = super::super::tests::take(&rec);
+            assert!(
+                events.len() <= 2 * super::super::MAX_PREPARED + 4,
+                "{lo}..={hi}: {} reads and hints",
+                events.len()
+            );
+        }
     }
 }

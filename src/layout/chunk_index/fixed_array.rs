@@ -116,9 +116,11 @@ impl ChunkIndex for FixedArrayIndex {
             first / pe,
             last.min(header.max_entries.saturating_sub(1)) / pe,
         );
-        if p1 < p0 || p1 - p0 >= super::MAX_PREPARED as u64 {
+        if p1 < p0 {
             return Ok(());
         }
+        // The first pages from `lo`: the lookups reach the rest themselves.
+        let p1 = p1.min(p0.saturating_add(super::MAX_PREPARED as u64 - 1));
         let missing: Vec<(u64, u64)> = {
             let cached = self.pages.lock().unwrap_or_else(|e| e.into_inner());
             (p0..=p1)
