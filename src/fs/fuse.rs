@@ -387,7 +387,7 @@ impl Filesystem for FuseFs {
         let pid = req.pid();
         self.guard("read", |c| {
             // Each FUSE thread answers from its own reused buffer: no allocation or page
-            // faults per request. The reads are made for the process that asked (a remote
+            // faults per request. The reads are made for the thread that asked (a remote
             // source follows each reader's own way through the file).
             READ_BUF.with(|b| {
                 let mut buf = b.borrow_mut();

@@ -39,8 +39,8 @@
 //!   - within a chunked dataset, nothing: its chunks are fetched by each read's own hints
 //!     and by the chunk prefetch of the filesystem layer, which asks for the chunks ahead;
 //!   - once the stream has gone on from one dataset into another (their data in file order:
-//!     a `cat` of a file's datasets one after another; the same process reading both, not
-//!     two programs each reading its own dataset), across datasets, from its
+//!     a `cat` of a file's datasets one after another; the same thread reading both, not
+//!     two readers each reading its own dataset), across datasets, from its
 //!     [`RA_STREAK`]th read on, in a window that doubles up to [`RA_MAX`] but reaches at
 //!     most `RA_CROSS` times the span of the dataset read last: the reader's next
 //!     datasets, not much of what follows the last one it reads. A reader going through a
@@ -539,7 +539,7 @@ struct Stream {
     /// How much of the file the stream's previous dataset spanned: readahead across
     /// datasets reaches [`RA_CROSS`] of such spans ahead.
     span: u64,
-    /// The process whose reads began the stream ([`super::source::reader`]): only its own
+    /// The reader (thread) whose reads began the stream ([`super::source::reader`]): only its own
     /// reads carry the stream into another dataset.
     reader: u32,
 }
@@ -1100,7 +1100,7 @@ impl Inner {
         // A reader may also skip a little (the metadata between two datasets' chunks),
         // by at most two of its own lengths: small reads landing near each other at
         // random do not make a stream.
-        // A read of another dataset continues a stream only when the stream's own process
+        // A read of another dataset continues a stream only when the stream's own reader
         // makes it: datasets next to each other in the file, read by two programs at the
         // same time, are two readers, neither of which goes on into the other's dataset.
         let back = RA_BACK.max(2 * (end - offset));

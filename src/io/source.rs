@@ -50,14 +50,16 @@ pub fn is_background() -> bool {
 }
 
 thread_local! {
-    /// The process this thread reads for ([`as_reader`]; 0: not known).
+    /// The reader this thread reads for ([`as_reader`]; 0: not known).
     static READER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// Run `f` with this thread's reads made on behalf of process `pid` (the filesystem layer
-/// knows who asked). A remote source follows a reader from one dataset into the next in
-/// file order only when the same process reads both: two programs that read neighbouring
-/// datasets at the same time are not one reader going through the file.
+/// Run `f` with this thread's reads made on behalf of reader `pid` (the filesystem layer
+/// knows who asked: the kernel names the thread that made the request, which for a
+/// single-threaded program such as `cat` is its process). A remote source follows a reader
+/// from one dataset into the next in file order only when the same reader reads both: two
+/// programs, or two threads of one, that read neighbouring datasets at the same time are
+/// not one reader going through the file.
 pub fn as_reader<R>(pid: u32, f: impl FnOnce() -> R) -> R {
     struct Reset(u32);
     impl Drop for Reset {
@@ -69,7 +71,7 @@ pub fn as_reader<R>(pid: u32, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The process set by [`as_reader`] around this thread's reads; 0 outside it.
+/// The reader set by [`as_reader`] around this thread's reads; 0 outside it.
 pub fn reader() -> u32 {
     READER.with(|c| c.get())
 }
