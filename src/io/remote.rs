@@ -539,8 +539,8 @@ struct Stream {
     /// How much of the file the stream's previous dataset spanned: readahead across
     /// datasets reaches [`RA_CROSS`] of such spans ahead.
     span: u64,
-    /// The reader (thread) whose reads began the stream ([`super::source::reader`]): only its own
-    /// reads carry the stream into another dataset.
+    /// The reader (thread) whose reads began the stream ([`super::source::reader`]): only
+    /// its own reads carry the stream into another dataset.
     reader: u32,
 }
 
