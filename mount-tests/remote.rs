@@ -1085,45 +1085,71 @@ fn stream_file(dir: &Path) -> Vec<u8> {
     data
 }
 
-#[test]
-fn a_sequential_read_is_fetched_ahead_in_few_large_gets() {
+/// A counted mount of the stream fixture over nginx after one 1 MiB read of /stream at
+/// `at`, the kernel reading nothing ahead, and a wait until the rest of the dataset past
+/// that read was fetched in the background (asserted). Fields drop in order: the mount
+/// before its server.
+struct AfterOneRead {
+    m: Mount,
+    before: BTreeMap<String, u64>,
+    ahead: BTreeMap<String, u64>,
+    data: Vec<u8>,
+    _ng: Nginx,
+    _tmp: tempfile::TempDir,
+}
+
+fn after_one_read(at: u64) -> Option<AfterOneRead> {
     let tmp = tempfile::tempdir().unwrap();
     let data = stream_file(tmp.path());
-    let Some(ng) = Nginx::start(tmp.path(), 0) else {
-        return;
-    };
+    let ng = Nginx::start(tmp.path(), 0)?;
     let m = counted(&ng.url("stream.h5"), &[]);
     let before = stats(&m);
-    // One read at the start of the contiguous dataset, the kernel reading nothing ahead:
-    // the rest of the dataset is fetched at once, in the background.
     let f = fs::File::open(m.at("/stream")).unwrap();
     no_kernel_readahead(&f);
-    let mut first = vec![0u8; 1 << 20];
-    f.read_exact_at(&mut first, 0).unwrap();
-    assert!(first[..] == data[..first.len()]);
+    let mut buf = vec![0u8; 1 << 20];
+    f.read_exact_at(&mut buf, at).unwrap();
+    assert!(buf[..] == data[at as usize..at as usize + buf.len()]);
     let fetched = |s: &BTreeMap<String, u64>| delta(&before, s, "remote_bytes");
-    let all = wait_for(|| fetched(&stats(&m)) >= data.len() as u64 - (1 << 20));
+    let rest = data.len() as u64 - at - (1 << 20);
+    let all = wait_for(|| fetched(&stats(&m)) >= rest);
     let ahead = stats(&m);
     assert!(
         all,
-        "after one read at its start, only {} of the dataset's {} bytes fetched: {ahead:?}",
+        "after one read at {at}, only {} of the dataset's {} bytes fetched: {ahead:?}",
         fetched(&ahead),
         data.len()
     );
+    assert!(delta(&before, &ahead, "remote_readahead") > 0, "{ahead:?}");
+    Some(AfterOneRead {
+        m,
+        before,
+        ahead,
+        data,
+        _ng: ng,
+        _tmp: tmp,
+    })
+}
+
+#[test]
+fn a_sequential_read_is_fetched_ahead_in_few_large_gets() {
+    // One read at the start of the contiguous dataset, the kernel reading nothing ahead:
+    // the rest of the dataset is fetched at once, in the background.
+    let Some(r) = after_one_read(0) else {
+        return;
+    };
     let out = std::process::Command::new("cat")
-        .arg(m.at("/stream"))
+        .arg(r.m.at("/stream"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert!(out.stdout == data, "the bytes of cat differ");
-    let after = stats(&m);
-    let reads = delta(&before, &after, "read_requests");
-    let gets = delta(&before, &after, "remote_gets");
+    assert!(out.stdout == r.data, "the bytes of cat differ");
+    let after = stats(&r.m);
+    let reads = delta(&r.before, &after, "read_requests");
+    let gets = delta(&r.before, &after, "remote_gets");
     let shown = format!("{reads} reads, {gets} GETs: {after:?}");
-    assert!(delta(&before, &after, "remote_readahead") > 0, "{shown}");
     assert!(gets < reads, "{shown}");
     assert_eq!(
-        delta(&ahead, &after, "remote_gets"),
+        delta(&r.ahead, &after, "remote_gets"),
         0,
         "GETs after the readahead: {shown}"
     );
@@ -1134,28 +1160,7 @@ fn a_first_read_just_past_the_start_is_fetched_ahead_too() {
     // The kernel sends a reader's first reads together, and they reach the FUSE threads in
     // either order: the read of the second MiB may come first. It still starts the stream
     // that fetches the dataset ahead, not a round trip per read.
-    let tmp = tempfile::tempdir().unwrap();
-    let data = stream_file(tmp.path());
-    let Some(ng) = Nginx::start(tmp.path(), 0) else {
-        return;
-    };
-    let m = counted(&ng.url("stream.h5"), &[]);
-    let before = stats(&m);
-    let f = fs::File::open(m.at("/stream")).unwrap();
-    no_kernel_readahead(&f);
-    let mut second = vec![0u8; 1 << 20];
-    f.read_exact_at(&mut second, 1 << 20).unwrap();
-    assert!(second[..] == data[1 << 20..2 << 20]);
-    let fetched = |s: &BTreeMap<String, u64>| delta(&before, s, "remote_bytes");
-    let all = wait_for(|| fetched(&stats(&m)) >= data.len() as u64 - (2 << 20));
-    let ahead = stats(&m);
-    assert!(
-        all,
-        "after one read of the second MiB, only {} of the dataset's {} bytes fetched: {ahead:?}",
-        fetched(&ahead),
-        data.len()
-    );
-    assert!(delta(&before, &ahead, "remote_readahead") > 0, "{ahead:?}");
+    after_one_read(1 << 20);
 }
 
 #[test]

@@ -34,13 +34,23 @@ thread_local! {
 /// reader's progress through the file, whose readahead follows the reader's own reads and
 /// [`ByteSource::note_data`].
 pub fn in_background<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
+    with_set(&BACKGROUND, true, f)
+}
+
+/// Run `f` with this thread's `key` set to `value`, and back to what it was after (also
+/// when `f` panics).
+fn with_set<T: Copy + 'static, R>(
+    key: &'static std::thread::LocalKey<std::cell::Cell<T>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Reset<T: Copy + 'static>(&'static std::thread::LocalKey<std::cell::Cell<T>>, T);
+    impl<T: Copy + 'static> Drop for Reset<T> {
         fn drop(&mut self) {
-            BACKGROUND.with(|c| c.set(self.0));
+            self.0.with(|c| c.set(self.1));
         }
     }
-    let _reset = Reset(BACKGROUND.with(|c| c.replace(true)));
+    let _reset = Reset(key, key.with(|c| c.replace(value)));
     f()
 }
 
@@ -61,14 +71,7 @@ thread_local! {
 /// programs, or two threads of one, that read neighbouring datasets at the same time are
 /// not one reader going through the file.
 pub fn as_reader<R>(pid: u32, f: impl FnOnce() -> R) -> R {
-    struct Reset(u32);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            READER.with(|c| c.set(self.0));
-        }
-    }
-    let _reset = Reset(READER.with(|c| c.replace(pid)));
-    f()
+    with_set(&READER, pid, f)
 }
 
 /// The reader set by [`as_reader`] around this thread's reads; 0 outside it.
