@@ -423,11 +423,14 @@ impl Filesystem for FuseFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok()
+        self.guard("flush", |c| {
+            c.flush(fh.0);
+            reply.ok()
+        })
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {

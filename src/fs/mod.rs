@@ -647,24 +647,33 @@ impl H5Fs {
             return Ok(0);
         }
         let ds = self.dataset_of(&node, id)?;
-        if ds.is_remote() {
+        let remote = ds.is_remote();
+        let fh = if self.opts.refresh.is_some() || self.has_primary_view(&node, &ds) {
+            self.prefetch.open(&ds)
+        } else {
+            let fh = self.prefetch.new_handle();
+            let handle = Handle {
+                stream: self.prefetch.stream_for(&ds).map(Mutex::new),
+                ds,
+                path: node.path.clone(),
+            };
+            crate::sync::write(&self.handles).insert(fh, Arc::new(handle));
+            fh
+        };
+        if remote {
             if let Ok(file) = self.file_of(&node) {
                 if let Some(place) = self.place_of(&node, &file) {
-                    self.siblings.on_open(&file, place);
+                    self.siblings.on_open(&file, place, fh);
                 }
             }
         }
-        if self.opts.refresh.is_some() || self.has_primary_view(&node, &ds) {
-            return Ok(self.prefetch.open(&ds));
-        }
-        let fh = self.prefetch.new_handle();
-        let handle = Handle {
-            stream: self.prefetch.stream_for(&ds).map(Mutex::new),
-            ds,
-            path: node.path.clone(),
-        };
-        crate::sync::write(&self.handles).insert(fh, Arc::new(handle));
         Ok(fh)
+    }
+
+    /// A descriptor of handle `fh` was closed (a FUSE flush: sent while `close` waits, unlike
+    /// the release that may come later).
+    pub fn flush(&self, fh: u64) {
+        self.siblings.on_close(fh);
     }
 
     /// Where the object of `node` is in the listing of its directory, a group of `file`
@@ -700,6 +709,7 @@ impl H5Fs {
     pub fn release(&self, fh: u64) {
         crate::sync::write(&self.handles).remove(&fh);
         self.prefetch.release(fh);
+        self.siblings.on_close(fh);
     }
 
     /// Read `size` bytes at `offset` of `ino`.

@@ -6,7 +6,10 @@
 //! group and its index among the group's links (names in byte order, as listings are).
 //! When the dataset opened is the one right after the dataset opened before it (the next
 //! link of the same group, or the first link of the group right after the previous one's
-//! group in their common parent), the reader is walking the listing: the stored bytes of
+//! group in their common parent), and that one was closed meanwhile (a `cat` or a shell
+//! loop closes each file before it opens the next; readers that keep theirs open at the
+//! same time are several, in listing order only by chance), the reader is walking the
+//! listing: the stored bytes of
 //! the datasets after it are named to the source ([`crate::model::Dataset::hint`]), a
 //! window of their image bytes ahead of the reader that doubles with each step of the walk
 //! from [`MIN_WINDOW`] up to [`MAX_WINDOW`]. Any other open ends the walk. One dataset
@@ -63,6 +66,9 @@ struct Walk {
     /// The dataset opened last, and its file (by address: the places of two files are
     /// not compared).
     last: Option<(usize, Place)>,
+    /// The handle of that open, and whether it is still open (not closed yet).
+    last_fh: u64,
+    last_open: bool,
     /// The window of the walk going on (0: none).
     window: u64,
 }
@@ -89,15 +95,23 @@ impl Siblings {
         }
     }
 
-    /// A dataset at `place` of `file` was opened.
-    pub fn on_open(&self, file: &Arc<File>, place: Place) {
+    /// A dataset at `place` of `file` was opened, as handle `fh`.
+    pub fn on_open(&self, file: &Arc<File>, place: Place, fh: u64) {
         let key = Arc::as_ptr(file) as usize;
-        let last = crate::sync::lock(&self.walk).last;
-        // Outside the lock: it may read the file (a group's links).
-        let walking = last.is_some_and(|(k, last)| k == key && follows(file, last, place));
+        let (last, last_open) = {
+            let w = crate::sync::lock(&self.walk);
+            (w.last, w.last_open)
+        };
+        // Outside the lock: it may read the file (a group's links). A walker closes each
+        // dataset before it opens the next; readers that hold theirs open meanwhile are
+        // several, whose opens fall in listing order only by chance.
+        let walking =
+            !last_open && last.is_some_and(|(k, last)| k == key && follows(file, last, place));
         let (window, fresh) = {
             let mut w = crate::sync::lock(&self.walk);
             w.last = Some((key, place));
+            w.last_fh = fh;
+            w.last_open = true;
             let fresh = walking && w.window == 0;
             w.window = match (walking, w.window) {
                 (false, _) => 0,
@@ -113,6 +127,14 @@ impl Siblings {
                 window,
                 fresh,
             });
+        }
+    }
+
+    /// Handle `fh` was closed.
+    pub fn on_close(&self, fh: u64) {
+        let mut w = crate::sync::lock(&self.walk);
+        if w.last_open && w.last_fh == fh {
+            w.last_open = false;
         }
     }
 
@@ -381,20 +403,46 @@ mod tests {
         let p = |g: &str, n: &str| place(&f, g, n);
         let s = Siblings::new();
         let window = |s: &Siblings| crate::sync::lock(&s.walk).window;
-        s.on_open(&f, p("nine", "d1"));
+        // A walker closes each dataset before it opens the next.
+        let fh = std::cell::Cell::new(0);
+        let open = |s: &Siblings, n: &str| {
+            s.on_close(fh.get());
+            fh.set(fh.get() + 1);
+            s.on_open(&f, p("nine", n), fh.get());
+        };
+        open(&s, "d1");
         assert_eq!(window(&s), 0, "one dataset alone");
-        s.on_open(&f, p("nine", "d2"));
+        open(&s, "d2");
         assert_eq!(window(&s), MIN_WINDOW);
-        s.on_open(&f, p("nine", "d4"));
+        open(&s, "d4");
         assert_eq!(window(&s), (2 * MIN_WINDOW).min(MAX_WINDOW));
         for n in ["d5", "d7", "d8"] {
-            s.on_open(&f, p("nine", n));
+            open(&s, n);
         }
         assert_eq!(window(&s), MAX_WINDOW);
-        s.on_open(&f, p("nine", "d2"));
+        open(&s, "d2");
         assert_eq!(window(&s), 0, "a step back ends the walk");
-        s.on_open(&f, p("nine", "d4"));
+        open(&s, "d4");
         assert_eq!(window(&s), MIN_WINDOW, "and a new one starts");
+    }
+
+    #[test]
+    fn readers_holding_their_datasets_open_are_not_a_walk() {
+        // Concurrent readers open datasets while others are open; their opens may fall in
+        // listing order by chance.
+        let f = groups_file();
+        let p = |g: &str, n: &str| place(&f, g, n);
+        let s = Siblings::new();
+        let window = |s: &Siblings| crate::sync::lock(&s.walk).window;
+        s.on_open(&f, p("nine", "d1"), 1);
+        s.on_open(&f, p("nine", "d2"), 2);
+        assert_eq!(window(&s), 0, "d1 still open");
+        s.on_close(1);
+        s.on_open(&f, p("nine", "d4"), 3);
+        assert_eq!(window(&s), 0, "d2, opened last, still open");
+        s.on_close(3);
+        s.on_open(&f, p("nine", "d5"), 4);
+        assert_eq!(window(&s), MIN_WINDOW, "d4 closed before d5 opened");
     }
 
     #[test]
