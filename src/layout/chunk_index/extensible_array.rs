@@ -115,6 +115,58 @@ impl ExtensibleArrayIndex {
         Ok(b)
     }
 
+    /// The address of data block `dblk` listed in the index block (`None`: never written).
+    fn direct_block(
+        h: &ExtensibleArrayHeader,
+        iblock: &ExtensibleArrayIndexBlock,
+        dblk: usize,
+    ) -> Result<Option<u64>> {
+        let addr = *iblock.dblk_addrs.get(dblk).ok_or_else(|| {
+            Error::corrupt(
+                WHAT,
+                h.addr,
+                format!("data block {dblk} of the index block"),
+            )
+        })?;
+        Ok((addr != UNDEFINED_ADDR).then_some(addr))
+    }
+
+    /// Super block number `sblk_idx`, the `sblk_off`th listed in the index block (`None`:
+    /// never written).
+    fn written_super_block(
+        &self,
+        h: &ExtensibleArrayHeader,
+        iblock: &ExtensibleArrayIndexBlock,
+        sblk_idx: usize,
+        sblk_off: usize,
+    ) -> Result<Option<Arc<ExtensibleArraySuperBlock>>> {
+        let addr = *iblock
+            .sblk_addrs
+            .get(sblk_off)
+            .ok_or_else(|| Error::corrupt(WHAT, h.addr, format!("super block {sblk_idx}")))?;
+        if addr == UNDEFINED_ADDR {
+            return Ok(None);
+        }
+        self.super_block(h, sblk_idx, addr).map(Some)
+    }
+
+    /// The address of data block `dblk` of `sblock` (`None`: never written).
+    fn block_of(sblock: &ExtensibleArraySuperBlock, dblk: u64) -> Result<Option<u64>> {
+        let addr = usize::try_from(dblk)
+            .ok()
+            .and_then(|d| sblock.dblk_addrs.get(d))
+            .copied()
+            .ok_or_else(|| Error::corrupt(WHAT, sblock.addr, format!("data block {dblk}")))?;
+        Ok((addr != UNDEFINED_ADDR).then_some(addr))
+    }
+
+    /// The key of page `page` of the paged data block at `addr` in the block cache: block
+    /// address + 1 + page falls inside the paged block's own bytes, so it never collides
+    /// with another block's address.
+    fn page_key(addr: u64, page: u64) -> u64 {
+        addr.saturating_add(1).saturating_add(page)
+    }
+
     /// Look up element `n` of the array.
     fn element(&self, h: &ExtensibleArrayHeader, n: u64) -> Result<Option<ChunkRecord>> {
         let (storage, sizes) = (&self.params.storage, self.params.sizes);
@@ -122,16 +174,9 @@ impl ExtensibleArrayIndex {
         let e = match h.locate(n)? {
             ElementLocation::IndexBlock { index } => element_at(h, &iblock.elements, index, sizes)?,
             ElementLocation::DirectDataBlock { dblk, nelmts, elmt } => {
-                let addr = *iblock.dblk_addrs.get(dblk).ok_or_else(|| {
-                    Error::corrupt(
-                        WHAT,
-                        h.addr,
-                        format!("data block {dblk} of the index block"),
-                    )
-                })?;
-                if addr == UNDEFINED_ADDR {
+                let Some(addr) = Self::direct_block(h, &iblock, dblk)? else {
                     return Ok(None);
-                }
+                };
                 if h.dblk_npages(nelmts) != 0 {
                     // libhdf5 never pages these with its default parameters (the index
                     // block's data blocks hold at most 64 elements), and there is no bitmap
@@ -152,21 +197,12 @@ impl ExtensibleArrayIndex {
                 nelmts,
                 elmt,
             } => {
-                let sblk_addr = *iblock.sblk_addrs.get(sblk_off).ok_or_else(|| {
-                    Error::corrupt(WHAT, h.addr, format!("super block {sblk_idx}"))
-                })?;
-                if sblk_addr == UNDEFINED_ADDR {
+                let Some(sblock) = self.written_super_block(h, &iblock, sblk_idx, sblk_off)? else {
                     return Ok(None);
-                }
-                let sblock = self.super_block(h, sblk_idx, sblk_addr)?;
-                let addr = usize::try_from(dblk)
-                    .ok()
-                    .and_then(|d| sblock.dblk_addrs.get(d))
-                    .copied()
-                    .ok_or_else(|| Error::corrupt(WHAT, sblk_addr, format!("data block {dblk}")))?;
-                if addr == UNDEFINED_ADDR {
+                };
+                let Some(addr) = Self::block_of(&sblock, dblk)? else {
                     return Ok(None);
-                }
+                };
                 if sblock.dblk_npages == 0 {
                     let bytes =
                         self.elements(addr, || read_data_block(storage, h, addr, nelmts, sizes))?;
@@ -176,9 +212,7 @@ impl ExtensibleArrayIndex {
                     if !sblock.page_initialized(dblk, page) {
                         return Ok(None);
                     }
-                    // Page keys (block address + 1 + page) fall inside the paged block's own
-                    // bytes, so they never collide with another block's address.
-                    let key = addr.saturating_add(1).saturating_add(page);
+                    let key = Self::page_key(addr, page);
                     let bytes =
                         self.elements(key, || read_data_block_page(storage, h, addr, page, sizes))?;
                     element_at(h, &bytes, elmt % h.page_elements(), sizes)?
@@ -247,11 +281,9 @@ impl ChunkIndex for ExtensibleArrayIndex {
             let next = match h.locate(n)? {
                 ElementLocation::IndexBlock { .. } => Some(h.index_elements as u64),
                 ElementLocation::DirectDataBlock { dblk, nelmts, elmt } => {
-                    let addr = iblock.dblk_addrs.get(dblk).copied();
+                    let addr = Self::direct_block(h, &iblock, dblk)?;
                     if let (Some(addr), 0) = (addr, h.dblk_npages(nelmts)) {
-                        if addr != UNDEFINED_ADDR {
-                            want.extend(data_block_len(h, nelmts, sizes).map(|l| (addr, addr, l)));
-                        }
+                        want.extend(data_block_len(h, nelmts, sizes).map(|l| (addr, addr, l)));
                     }
                     (n - elmt).checked_add(nelmts)
                 }
@@ -262,22 +294,15 @@ impl ChunkIndex for ExtensibleArrayIndex {
                     nelmts,
                     elmt,
                 } => {
-                    let sblk = iblock.sblk_addrs.get(sblk_off).copied();
-                    match sblk.filter(|&a| a != UNDEFINED_ADDR) {
+                    match self.written_super_block(h, &iblock, sblk_idx, sblk_off)? {
                         // Never written: on to the next super block.
                         None => h.sblks.get(sblk_idx).and_then(|i| {
                             (h.index_elements as u64)
                                 .checked_add(i.start_idx)?
                                 .checked_add(i.ndblks.checked_mul(i.dblk_nelmts)?)
                         }),
-                        Some(sblk) => {
-                            let sblock = self.super_block(h, sblk_idx, sblk)?;
-                            let addr = usize::try_from(dblk)
-                                .ok()
-                                .and_then(|d| sblock.dblk_addrs.get(d))
-                                .copied()
-                                .filter(|&a| a != UNDEFINED_ADDR);
-                            if let Some(addr) = addr {
+                        Some(sblock) => {
+                            if let Some(addr) = Self::block_of(&sblock, dblk)? {
                                 if sblock.dblk_npages == 0 {
                                     want.extend(
                                         data_block_len(h, nelmts, sizes).map(|l| (addr, addr, l)),
@@ -292,7 +317,7 @@ impl ChunkIndex for ExtensibleArrayIndex {
                                             break;
                                         }
                                         if sblock.page_initialized(dblk, page) {
-                                            let key = addr.saturating_add(1).saturating_add(page);
+                                            let key = Self::page_key(addr, page);
                                             want.extend(
                                                 data_block_page(h, addr, page, sizes)
                                                     .map(|(a, l)| (key, a, l)),
