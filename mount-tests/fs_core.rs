@@ -994,6 +994,58 @@ fn a_read_over_several_chunks_has_workers_decode_all_but_its_first() {
     );
 }
 
+#[test]
+fn datasets_opened_in_listing_order_have_the_next_ones_decoded_ahead() {
+    // filters_gzip: a root of 14 small deflated datasets, far less than DECODE_AHEAD.
+    let name = "filters_gzip_earliest.h5";
+    let fs = mount(name);
+    let names = entry_names(&fs, ROOT_INO);
+    assert_eq!(names.len(), 14, "{names:?}");
+    let attrs: Vec<Attr> = names.iter().map(|n| attr_of(&fs, &format!("/{n}"))).collect();
+    // Open, read whole and close (a flush, then the release) as `cat` does.
+    let cat = |k: usize| {
+        let a = &attrs[k];
+        let fh = fs.open_handle(a.ino, libc::O_RDONLY).unwrap();
+        let mut buf = Vec::new();
+        let got = fs
+            .read_handle(a.ino, fh, 0, (a.size + 1) as u32, &mut buf)
+            .unwrap()
+            .bytes(&buf)
+            .to_vec();
+        fs.flush(fh);
+        fs.release(fh);
+        let o = &objects(name)[&format!("/{}", names[k])];
+        assert_eq!(Some(sha256_hex(&got).as_str()), o["sha256"].as_str(), "{}", names[k]);
+    };
+    // Out of listing order: no walk, nothing decoded ahead.
+    let jobs = counter(&fs, "prefetch_jobs");
+    cat(3);
+    cat(1);
+    assert_eq!(counter(&fs, "prefetch_jobs"), jobs, "{}", fs.stats_text());
+    // The next one after the last, that one closed: a walk. Each dataset after it is
+    // decoded by the workers, one job each (a dataset is smaller than a piece), the one
+    // read already found in the cache.
+    let bytes = counter(&fs, "prefetch_bytes");
+    let a = &attrs[2];
+    let fh = fs.open_handle(a.ino, libc::O_RDONLY).unwrap();
+    let rest: u64 = attrs[3..].iter().map(|a| a.size).sum();
+    assert!(
+        harness::wait_for(|| counter(&fs, "prefetch_bytes") - bytes == rest),
+        "{}",
+        fs.stats_text()
+    );
+    assert_eq!(counter(&fs, "prefetch_jobs") - jobs, 11, "{}", fs.stats_text());
+    fs.flush(fh);
+    fs.release(fh);
+    // The walk goes on: what it decoded is read without a decode, and not queued again.
+    let misses = counter(&fs, "cache_misses");
+    for k in 3..14 {
+        cat(k);
+    }
+    assert_eq!(counter(&fs, "cache_misses"), misses, "{}", fs.stats_text());
+    assert_eq!(counter(&fs, "prefetch_jobs") - jobs, 11, "{}", fs.stats_text());
+}
+
 // ------------------------------------------------------------------------------- xattrs
 
 #[test]

@@ -113,7 +113,8 @@ pub struct H5Fs {
     logged: Mutex<HashSet<String>>,
     /// Open-file streams and the decode-ahead workers.
     prefetch: prefetch::Prefetcher,
-    /// Readahead by listing order, on remote sources.
+    /// Readahead by listing order: fetching (remote sources) and decoding the datasets after
+    /// the reader's.
     siblings: siblings::Siblings,
     /// Open handles of datasets read as they are (no view): what their reads need, resolved
     /// once at open (see [`Handle`]).
@@ -179,8 +180,8 @@ impl H5Fs {
         let prefetch = prefetch::Prefetcher::new(resolver.chunk_cache().capacity());
         let views = views::Views::new(opts.views);
         H5Fs {
+            siblings: siblings::Siblings::with_decoder(prefetch.workers()),
             prefetch,
-            siblings: siblings::Siblings::new(),
             handles: RwLock::new(HashMap::new()),
             resolver,
             mounted,
@@ -647,7 +648,6 @@ impl H5Fs {
             return Ok(0);
         }
         let ds = self.dataset_of(&node, id)?;
-        let remote = ds.is_remote();
         let fh = if self.opts.refresh.is_some() || self.has_primary_view(&node, &ds) {
             self.prefetch.open(&ds)
         } else {
@@ -660,11 +660,9 @@ impl H5Fs {
             crate::sync::write(&self.handles).insert(fh, Arc::new(handle));
             fh
         };
-        if remote {
-            if let Ok(file) = self.file_of(&node) {
-                if let Some(place) = self.place_of(&node, &file) {
-                    self.siblings.on_open(&file, place, fh);
-                }
+        if let Ok(file) = self.file_of(&node) {
+            if let Some(place) = self.place_of(&node, &file) {
+                self.siblings.on_open(&file, place, fh);
             }
         }
         Ok(fh)

@@ -48,6 +48,9 @@
 //! fetched into the source's page cache). The job queue is bounded; when it is
 //! full, prefetch work is dropped (it is only a hint).
 //!
+//! The workers also decode the datasets that a reader walking a group's listing will open
+//! next ([`super::siblings`], through [`Workers::decode_ahead`]).
+//!
 //! Counters ([`PrefetchStats`], relaxed atomics shown in the mount's statistics, see
 //! [`super::stats`]): pieces queued, pieces dropped on a full queue, and image bytes the
 //! workers went through (decoded, or found already in the cache).
@@ -296,10 +299,17 @@ struct Counters {
 /// Per-handle streams and the worker pool.
 #[derive(Debug)]
 pub struct Prefetcher {
-    pool: Pool,
-    counters: Arc<Counters>,
+    workers: Arc<Workers>,
     streams: Mutex<HashMap<u64, Stream>>,
     next_fh: AtomicU64,
+}
+
+/// The worker pool, its counters and the read-ahead budget: what queues decodes, shared
+/// with the listing-order readahead ([`super::siblings`]) through [`Prefetcher::workers`].
+#[derive(Debug)]
+pub struct Workers {
+    pool: Pool,
+    counters: Arc<Counters>,
     /// Read-ahead budget per stream: a quarter of the chunk cache, at most [`MAX_WINDOW`].
     budget: u64,
 }
@@ -309,12 +319,19 @@ impl Prefetcher {
     pub fn new(cache_bytes: u64) -> Prefetcher {
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
         Prefetcher {
-            pool: Pool::new(workers),
-            counters: Arc::default(),
+            workers: Arc::new(Workers {
+                pool: Pool::new(workers),
+                counters: Arc::default(),
+                budget: (cache_bytes / 4).min(MAX_WINDOW),
+            }),
             streams: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
-            budget: (cache_bytes / 4).min(MAX_WINDOW),
         }
+    }
+
+    /// The workers, for others that queue decodes.
+    pub fn workers(&self) -> Arc<Workers> {
+        self.workers.clone()
     }
 
     /// A new file handle for `ds`, with a stream if the dataset is worth prefetching.
@@ -345,10 +362,10 @@ impl Prefetcher {
         } else {
             own
         };
-        if piece.saturating_mul(2) > self.budget {
+        if piece.saturating_mul(2) > self.workers.budget {
             return None;
         }
-        Some(Stream::new(ds.len(), piece, self.budget).with_own_piece(own))
+        Some(Stream::new(ds.len(), piece, self.workers.budget).with_own_piece(own))
     }
 
     /// Note a read of `size` bytes at `offset` of `ds` on the caller's own `stream`, queueing
@@ -361,7 +378,7 @@ impl Prefetcher {
         size: u64,
     ) {
         let pieces = lock(stream).on_read(offset, size);
-        self.queue(ds, pieces, offset, size);
+        self.workers.queue(ds, pieces, offset, size);
     }
 
     /// Forget handle `fh`.
@@ -371,7 +388,7 @@ impl Prefetcher {
 
     /// The counters now.
     pub fn stats(&self) -> PrefetchStats {
-        let c = &self.counters;
+        let c = &self.workers.counters;
         PrefetchStats {
             jobs: c.jobs.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
@@ -386,7 +403,28 @@ impl Prefetcher {
             Some(s) => s.on_read(offset, size),
             None => return,
         };
-        self.queue(ds, pieces, offset, size);
+        self.workers.queue(ds, pieces, offset, size);
+    }
+}
+
+impl Workers {
+    /// Queue the decode of the first `len` image bytes of `ds` as read-ahead (at the back of
+    /// the queue), one job per chunk's worth as for a read's own pieces, when the dataset is
+    /// worth prefetching and they fit in the budget. Nothing is named to the source here:
+    /// the caller has named those bytes already.
+    pub fn decode_ahead(&self, ds: &Arc<Dataset>, len: u64) {
+        let Some(chunk) = chunk_image_bytes(ds) else {
+            return;
+        };
+        let piece = chunk.max(MIN_PIECE);
+        let len = len.min(ds.len()).min(self.budget);
+        if piece.saturating_mul(2) > self.budget || len == 0 {
+            return;
+        }
+        let pieces = (0..len.div_ceil(piece))
+            .map(|i| ((i * piece, piece.min(len - i * piece)), false))
+            .collect();
+        self.submit(ds, pieces);
     }
 
     /// Queue one decode job per piece `(offset, length)` of `ds`: the read's own pieces at
@@ -406,13 +444,19 @@ impl Prefetcher {
                 let _ = ds.hint(a, (b + n).saturating_sub(a), false);
             }
         }
-        let total = (own.len() + ahead.len()) as u64;
         let order = own
             .iter()
             .rev()
             .map(|&p| (p, true))
             .chain(ahead.iter().map(|&p| (p, false)));
-        for (queued, ((off, n), front)) in order.enumerate() {
+        self.submit(ds, order.collect());
+    }
+
+    /// Queue one decode job per piece `((offset, length), front)` of `ds`, at the front of
+    /// the queue or at its back; the rest are dropped (and counted) once it is full.
+    fn submit(&self, ds: &Arc<Dataset>, pieces: Vec<((u64, u64), bool)>) {
+        let total = pieces.len() as u64;
+        for (queued, ((off, n), front)) in pieces.into_iter().enumerate() {
             let ds = ds.clone();
             let counters = self.counters.clone();
             let job: Job = Box::new(move || {

@@ -1,27 +1,35 @@
-//! Readahead by listing order, for remote sources: a reader that opens the datasets of a
-//! group one after another in the order `ls` lists them (`cat g/*`, a loop over sorted
-//! names) has the next ones fetched before it opens them.
+//! Readahead by listing order: a reader that opens the datasets of a group one after
+//! another in the order `ls` lists them (`cat g/*`, a loop over sorted names) has the next
+//! ones fetched (from a remote source) and decoded before it opens them.
 //!
-//! Mechanism. Every open of a remote dataset is placed by its position in the listing: its
-//! group and its index among the group's links (names in byte order, as listings are).
-//! When the dataset opened is the one right after the dataset opened before it (the next
-//! link of the same group, or the first link of the group right after the previous one's
-//! group in their common parent), and that one was closed meanwhile (a `cat` or a shell
-//! loop closes each file before it opens the next; readers that keep theirs open at the
-//! same time are several, in listing order only by chance), the reader is walking the
-//! listing: the stored bytes of
-//! the datasets after it are named to the source ([`crate::model::Dataset::hint`]), a
-//! window of their image bytes ahead of the reader that doubles with each step of the walk
-//! from [`MIN_WINDOW`] up to [`MAX_WINDOW`]. Any other open ends the walk. One dataset
-//! opened alone, or datasets opened in any other order, fetch nothing ahead.
+//! Mechanism. Every open of a dataset is placed by its position in the listing: its group
+//! and its index among the group's links (names in byte order, as listings are). When the
+//! dataset opened is the one right after the dataset opened before it (the next link of
+//! the same group, or the first link of the group right after the previous one's group in
+//! their common parent), and that one was closed meanwhile (a `cat` or a shell loop closes
+//! each file before it opens the next; readers that keep theirs open at the same time are
+//! several, in listing order only by chance), the reader is walking the listing:
+//! - on a remote source, the stored bytes of the datasets after it are named to the source
+//!   ([`crate::model::Dataset::hint`]), a window of their image bytes ahead of the reader
+//!   that doubles with each step of the walk from [`MIN_WINDOW`] up to [`MAX_WINDOW`];
+//! - on any source, the first [`DECODE_AHEAD`] image bytes of the datasets after it are
+//!   decoded into the chunk cache by the prefetch workers ([`Workers::decode_ahead`]:
+//!   chunked datasets with filters, and on a remote source without too). Without it, a
+//!   `cat` of small datasets has each decoded when it asks for it, and the workers idle
+//!   while it writes that dataset out and opens the next.
+//!
+//! Any other open ends the walk. One dataset opened alone, or datasets opened in any other
+//! order, fetch and decode nothing ahead.
 //!
 //! The naming runs on a thread of its own: finding the chunks of a dataset not read yet
 //! costs reads of its header and chunk index, round trips on a remote source. It looks the
 //! datasets of one window up at once, each on a scoped thread, so a window costs about one
 //! round trip for the indexes and one for the data, whatever its number of datasets. The
-//! requests it asks for are bounded like any prefetch: by the source's data budget. A walk
-//! names each dataset once; a new walk names them again (what is still cached costs no
-//! request), since an earlier walk's pages may have been evicted since.
+//! requests it asks for are bounded like any prefetch: by the source's data budget. The
+//! decodes are queued after the naming, behind the readers' own prefetch work, and hold
+//! their memory in the chunk cache like any prefetch. A walk names and decodes each
+//! dataset once; a new walk does both again (what is still cached costs no request and no
+//! decode), since an earlier walk's pages and chunks may have been evicted since.
 //!
 //! Unlike readahead in file order, this follows where the reader goes: at the end of a
 //! listing, nothing past its last dataset is fetched, and datasets stored out of order (the
@@ -31,6 +39,7 @@ use std::collections::HashSet;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+use super::prefetch::Workers;
 use crate::model::{File, LinkTarget, ObjectId, ObjectKind};
 
 /// First window of image bytes named ahead of a walk.
@@ -39,6 +48,10 @@ pub const MIN_WINDOW: u64 = 16 << 20;
 pub const MAX_WINDOW: u64 = 32 << 20;
 /// Most datasets named in one step.
 const MAX_STEP: usize = 32;
+/// Image bytes of the datasets right after the reader's that are decoded ahead of it: a
+/// few small datasets, enough to keep the workers busy while the reader takes one (on the
+/// remote bench's `cat` of 100 deflated datasets of 1 MiB, 4 to 32 MiB did equally well).
+pub const DECODE_AHEAD: u64 = 4 << 20;
 /// Most datasets remembered as named (the set is cleared past it).
 const MAX_NAMED: usize = 4096;
 
@@ -78,6 +91,8 @@ struct Walk {
 pub struct Siblings {
     walk: Mutex<Walk>,
     tx: Mutex<Option<mpsc::Sender<Step>>>,
+    /// The prefetch workers that decode the datasets right after the reader's.
+    decoder: Option<Arc<Workers>>,
 }
 
 impl Default for Siblings {
@@ -87,11 +102,20 @@ impl Default for Siblings {
 }
 
 impl Siblings {
-    /// Its naming thread is started on the first walk.
+    /// Its naming thread is started on the first walk. Nothing is decoded ahead.
     pub fn new() -> Siblings {
         Siblings {
             walk: Mutex::new(Walk::default()),
             tx: Mutex::new(None),
+            decoder: None,
+        }
+    }
+
+    /// As [`Siblings::new`], the datasets right after the reader's decoded ahead by `workers`.
+    pub fn with_decoder(workers: Arc<Workers>) -> Siblings {
+        Siblings {
+            decoder: Some(workers),
+            ..Siblings::new()
         }
     }
 
@@ -142,9 +166,10 @@ impl Siblings {
         let mut tx = crate::sync::lock(&self.tx);
         if tx.is_none() {
             let (t, rx) = mpsc::channel::<Step>();
+            let decoder = self.decoder.clone();
             let started = std::thread::Builder::new()
                 .name("h5-siblings".into())
-                .spawn(move || namer(rx));
+                .spawn(move || namer(rx, decoder));
             if started.is_err() {
                 return;
             }
@@ -255,8 +280,8 @@ fn take(
 
 /// The naming thread: each step names the datasets of its window not named yet, looking
 /// them up at once. A step that waited behind another is dropped for a later one.
-fn namer(rx: mpsc::Receiver<Step>) {
-    let mut named: HashSet<(usize, ObjectId)> = HashSet::new();
+fn namer(rx: mpsc::Receiver<Step>, decoder: Option<Arc<Workers>>) {
+    let mut named = Named::default();
     while let Ok(mut step) = rx.recv() {
         while let Ok(newer) = rx.try_recv() {
             let fresh = step.fresh || newer.fresh;
@@ -264,36 +289,71 @@ fn namer(rx: mpsc::Receiver<Step>) {
             step.fresh = fresh;
         }
         // A panic on a damaged file ends that step, not the thread.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| name(&step, &mut named)));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            name(&step, &mut named, decoder.as_deref())
+        }));
     }
 }
 
-/// One step of [`namer`]; the number of datasets it named.
-fn name(step: &Step, named: &mut HashSet<(usize, ObjectId)>) -> usize {
+/// The datasets a walk has named to the source, and those it has had decoded ahead (by
+/// file and id).
+#[derive(Debug, Default)]
+struct Named {
+    named: HashSet<(usize, ObjectId)>,
+    decoded: HashSet<(usize, ObjectId)>,
+}
+
+/// One step of [`namer`]; the number of datasets it named. With a `decoder`, the first
+/// [`DECODE_AHEAD`] bytes of the window are then decoded ahead: the reader finds the next
+/// datasets' chunks decoded, by the workers while it was still reading its own.
+fn name(step: &Step, named: &mut Named, decoder: Option<&Workers>) -> usize {
     let file = &step.file;
     let key = Arc::as_ptr(file) as usize;
-    if step.fresh || named.len() > MAX_NAMED {
-        named.clear();
+    if step.fresh || named.named.len() > MAX_NAMED || named.decoded.len() > MAX_NAMED {
+        named.named.clear();
+        named.decoded.clear();
     }
+    // A local file's bytes cost no request: only the first of them are decoded ahead.
+    let remote = file.storage().wants_hints();
+    let reach = match remote {
+        true => step.window,
+        false => step.window.min(DECODE_AHEAD),
+    };
     // The window's bytes: a large dataset at its end is named only up to it.
-    let mut left = step.window;
-    let todo: Vec<_> = ahead(file, step.from, step.window)
+    let mut left = reach;
+    let window: Vec<_> = ahead(file, step.from, reach)
         .into_iter()
         .map(|ds| {
             let n = ds.len().min(left);
             left -= n;
             (ds, n)
         })
-        .filter(|(ds, _)| named.insert((key, ds.id)))
+        .collect();
+    let todo: Vec<_> = window
+        .iter()
+        .filter(|(ds, _)| named.named.insert((key, ds.id)))
         .collect();
     std::thread::scope(|s| {
-        for (ds, n) in &todo {
+        for (ds, n) in todo.iter().filter(|_| remote) {
             // Errors are the reader's to report when it reads.
             s.spawn(move || {
                 let _ = ds.hint(0, *n, false);
             });
         }
     });
+    if let Some(workers) = decoder {
+        let mut left = DECODE_AHEAD;
+        for (ds, n) in &window {
+            if left == 0 {
+                break;
+            }
+            let n = (*n).min(left);
+            left -= n;
+            if named.decoded.insert((key, ds.id)) {
+                workers.decode_ahead(ds, n);
+            }
+        }
+    }
     todo.len()
 }
 
@@ -457,12 +517,12 @@ mod tests {
             window: MIN_WINDOW,
             fresh,
         };
-        let mut named = HashSet::new();
-        let first = name(&step(true), &mut named);
+        let mut named = Named::default();
+        let first = name(&step(true), &mut named, None);
         assert!(first > 0);
-        assert_eq!(name(&step(false), &mut named), 0, "named once per walk");
+        assert_eq!(name(&step(false), &mut named, None), 0, "named once per walk");
         assert_eq!(
-            name(&step(true), &mut named),
+            name(&step(true), &mut named, None),
             first,
             "named again by a new walk"
         );
