@@ -1042,6 +1042,15 @@ fn datasets_opened_in_listing_order_have_the_next_ones_decoded_ahead() {
     for k in 3..14 {
         cat(k);
     }
+    // Once the walk's steps are all handled.
+    assert!(
+        harness::wait_for(
+            || counter(&fs, "prefetch_walk_done") == counter(&fs, "prefetch_walk_steps")
+        ),
+        "{}",
+        fs.stats_text()
+    );
+    assert!(counter(&fs, "prefetch_walk_steps") >= 11, "{}", fs.stats_text());
     assert_eq!(counter(&fs, "cache_misses"), misses, "{}", fs.stats_text());
     assert_eq!(counter(&fs, "prefetch_jobs") - jobs, 11, "{}", fs.stats_text());
 }

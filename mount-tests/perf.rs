@@ -117,6 +117,8 @@ fn stats_xattr_is_served_on_the_root_only_and_not_listed() {
         "prefetch_jobs",
         "prefetch_dropped",
         "prefetch_bytes",
+        "prefetch_walk_steps",
+        "prefetch_walk_done",
         "readahead_kb",
         "refreshes",
         "files_known",

@@ -139,6 +139,13 @@ struct Handle {
     stream: Option<Mutex<prefetch::Stream>>,
 }
 
+/// The index of the link `name` among `links` (sorted by name, as listings are).
+fn index_of(links: &[crate::model::Link], name: &str) -> Option<usize> {
+    links
+        .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
+        .ok()
+}
+
 /// Debug builds only: a read of the object at the HDF5 path named by this environment
 /// variable panics, so the mount tests can check that a panicking request is contained (no
 /// natural panic is known to trigger).
@@ -676,18 +683,16 @@ impl H5Fs {
 
     /// Where the object of `node` is in the listing of its directory, a group of `file`
     /// (see [`siblings::Place`]); `None` when that is not known (a node first found at
-    /// another path, a directory of another file).
+    /// another path, a directory of another file, a group whose links are no longer cached:
+    /// an open never reads a listing for this).
     fn place_of(&self, node: &Node, file: &File) -> Option<siblings::Place> {
         let parent = self.node(node.parent).ok()?;
         if parent.file != node.file {
             return None;
         }
         let group = parent.object()?;
-        let name = node.path.rsplit('/').next()?;
-        let links = file.links(group).ok()?;
-        let index = links
-            .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
-            .ok()?;
+        let links = file.cached_links(group)?;
+        let index = index_of(&links, node.path.rsplit('/').next()?)?;
         let grand = match parent.parent == parent.ino {
             true => None,
             false => self
@@ -696,10 +701,16 @@ impl H5Fs {
                 .filter(|g| g.file == node.file)
                 .and_then(|g| g.object()),
         };
+        // The group's own place among its parent's links.
+        let parent_place = grand.and_then(|g| {
+            let at = index_of(&file.cached_links(g)?, parent.path.rsplit('/').next()?)?;
+            Some((g, at))
+        });
         Some(siblings::Place {
             group,
-            parent: grand,
             index,
+            count: links.len(),
+            parent: parent_place,
         })
     }
 
@@ -898,11 +909,13 @@ impl H5Fs {
     /// The text of [`stats::STATS_XATTR`]: this mount's counters now.
     pub fn stats_text(&self) -> String {
         let cache = self.resolver.chunk_cache().clone();
+        let mut prefetch = self.prefetch.stats();
+        (prefetch.walk_steps, prefetch.walk_done) = self.siblings.steps();
         self.stats
             .snapshot(
                 cache.stats(),
                 cache.capacity(),
-                self.prefetch.stats(),
+                prefetch,
                 self.resolver.stats(),
                 remote_totals(),
             )

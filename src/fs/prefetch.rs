@@ -287,6 +287,10 @@ pub struct PrefetchStats {
     pub dropped: u64,
     /// Image bytes the workers read (into the cache).
     pub bytes: u64,
+    /// Steps of listing-order walks ([`super::siblings`]): sent to its naming thread, and
+    /// handled there (equal when it is idle). Filled in by the filesystem, not here.
+    pub walk_steps: u64,
+    pub walk_done: u64,
 }
 
 #[derive(Debug, Default)]
@@ -393,6 +397,8 @@ impl Prefetcher {
             jobs: c.jobs.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
             bytes: c.bytes.load(Ordering::Relaxed),
+            walk_steps: 0,
+            walk_done: 0,
         }
     }
 
@@ -408,23 +414,36 @@ impl Prefetcher {
 }
 
 impl Workers {
-    /// Queue the decode of the first `len` image bytes of `ds` as read-ahead (at the back of
-    /// the queue), one job per chunk's worth as for a read's own pieces, when the dataset is
-    /// worth prefetching and they fit in the budget. Nothing is named to the source here:
-    /// the caller has named those bytes already.
-    pub fn decode_ahead(&self, ds: &Arc<Dataset>, len: u64) {
-        let Some(chunk) = chunk_image_bytes(ds) else {
-            return;
-        };
+    /// The read-ahead budget: a quarter of the chunk cache, at most [`MAX_WINDOW`].
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// Queue the decode of image bytes `from..to` of `ds` as read-ahead (at the back of the
+    /// queue), one job per chunk's worth as for a read's own pieces, in whole pieces from
+    /// the one `from` falls in. `None` when the dataset is not one to decode ahead (see
+    /// [`Prefetcher::stream_for`]); else how far from its start it is now queued: the end of
+    /// the last piece (or `from`, when `to` is not past it). Nothing is named to the source
+    /// here: the caller has named those bytes already.
+    pub fn decode_ahead(&self, ds: &Arc<Dataset>, from: u64, to: u64) -> Option<u64> {
+        let chunk = chunk_image_bytes(ds)?;
         let piece = chunk.max(MIN_PIECE);
-        let len = len.min(ds.len()).min(self.budget);
-        if piece.saturating_mul(2) > self.budget || len == 0 {
-            return;
+        if piece.saturating_mul(2) > self.budget {
+            return None;
         }
-        let pieces = (0..len.div_ceil(piece))
-            .map(|i| ((i * piece, piece.min(len - i * piece)), false))
+        let len = ds.len();
+        let to = to.min(len);
+        if from >= to {
+            return Some(from);
+        }
+        let pieces = (from / piece..to.div_ceil(piece))
+            .map(|i| {
+                let at = i * piece;
+                ((at, piece.min(len - at)), false)
+            })
             .collect();
         self.submit(ds, pieces);
+        Some(to.div_ceil(piece).saturating_mul(piece).min(len))
     }
 
     /// Queue one decode job per piece `(offset, length)` of `ds`: the read's own pieces at

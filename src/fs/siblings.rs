@@ -3,7 +3,9 @@
 //! ones fetched (from a remote source) and decoded before it opens them.
 //!
 //! Mechanism. Every open of a dataset is placed by its position in the listing: its group
-//! and its index among the group's links (names in byte order, as listings are). When the
+//! and its index among the group's links (names in byte order, as listings are), and the
+//! group's index among its own group's links; an open only looks these up in listings
+//! already read, which the kernel's lookup of the path has just needed. When the
 //! dataset opened is the one right after the dataset opened before it (the next link of
 //! the same group, or the first link of the group right after the previous one's group in
 //! their common parent), and that one was closed meanwhile (a `cat` or a shell loop closes
@@ -12,11 +14,14 @@
 //! - on a remote source, the stored bytes of the datasets after it are named to the source
 //!   ([`crate::model::Dataset::hint`]), a window of their image bytes ahead of the reader
 //!   that doubles with each step of the walk from [`MIN_WINDOW`] up to [`MAX_WINDOW`];
-//! - on any source, the first [`DECODE_AHEAD`] image bytes of the datasets after it are
+//! - on any source, the first [`DECODE_AHEAD`] image bytes (at most the prefetch budget, a
+//!   quarter of the chunk cache) of the datasets after it that can be decoded ahead are
 //!   decoded into the chunk cache by the prefetch workers ([`Workers::decode_ahead`]:
 //!   chunked datasets with filters, and on a remote source without too). Without it, a
 //!   `cat` of small datasets has each decoded when it asks for it, and the workers idle
 //!   while it writes that dataset out and opens the next.
+//!
+//! Virtual datasets are passed over (opening one may open its sources).
 //!
 //! Any other open ends the walk. One dataset opened alone, or datasets opened in any other
 //! order, fetch and decode nothing ahead.
@@ -27,20 +32,23 @@
 //! round trip for the indexes and one for the data, whatever its number of datasets. The
 //! requests it asks for are bounded like any prefetch: by the source's data budget. The
 //! decodes are queued after the naming, behind the readers' own prefetch work, and hold
-//! their memory in the chunk cache like any prefetch. A walk names and decodes each
-//! dataset once; a new walk does both again (what is still cached costs no request and no
-//! decode), since an earlier walk's pages and chunks may have been evicted since.
+//! their memory in the chunk cache like any prefetch. A walk remembers how far it has named
+//! and decoded each dataset of its file, and a later step only takes them further (a
+//! dataset at the end of a window is taken in part first); a new walk starts afresh (what
+//! is still cached costs no request and no decode), since an earlier walk's pages and
+//! chunks may have been evicted since.
 //!
 //! Unlike readahead in file order, this follows where the reader goes: at the end of a
 //! listing, nothing past its last dataset is fetched, and datasets stored out of order (the
 //! data of one written after another's) are fetched all the same.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::prefetch::Workers;
-use crate::model::{File, LinkTarget, ObjectId, ObjectKind};
+use crate::model::{Dataset, File, LinkTarget, ObjectId, ObjectKind};
 
 /// First window of image bytes named ahead of a walk.
 pub const MIN_WINDOW: u64 = 16 << 20;
@@ -55,13 +63,15 @@ pub const DECODE_AHEAD: u64 = 4 << 20;
 /// Most datasets remembered as named (the set is cleared past it).
 const MAX_NAMED: usize = 4096;
 
-/// Where a dataset is in the listing: its group, the group's own group (if known), and
-/// its index among the group's links.
+/// Where a dataset is in the listing: its group, its index among the group's links (of
+/// `count`), and the group's own group with the group's index among that one's links (if
+/// known).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Place {
     pub group: ObjectId,
-    pub parent: Option<ObjectId>,
     pub index: usize,
+    pub count: usize,
+    pub parent: Option<(ObjectId, usize)>,
 }
 
 /// A step of a walk: name the datasets after `from` in `file`, `window` image bytes of them.
@@ -76,14 +86,21 @@ struct Step {
 
 #[derive(Debug, Default)]
 struct Walk {
-    /// The dataset opened last, and its file (by address: the places of two files are
-    /// not compared).
-    last: Option<(usize, Place)>,
+    /// The dataset opened last, and its file (the places of two files are not compared;
+    /// held weakly, so that its address is not another file's while this is kept).
+    last: Option<(Weak<File>, Place)>,
     /// The handle of that open, and whether it is still open (not closed yet).
     last_fh: u64,
     last_open: bool,
     /// The window of the walk going on (0: none).
     window: u64,
+}
+
+/// Steps sent to the naming thread, and steps it has handled (or dropped for a later one).
+#[derive(Debug, Default)]
+struct Counts {
+    sent: AtomicU64,
+    done: AtomicU64,
 }
 
 /// Readahead by listing order (see the module docs).
@@ -93,6 +110,7 @@ pub struct Siblings {
     tx: Mutex<Option<mpsc::Sender<Step>>>,
     /// The prefetch workers that decode the datasets right after the reader's.
     decoder: Option<Arc<Workers>>,
+    counts: Arc<Counts>,
 }
 
 impl Default for Siblings {
@@ -108,6 +126,7 @@ impl Siblings {
             walk: Mutex::new(Walk::default()),
             tx: Mutex::new(None),
             decoder: None,
+            counts: Arc::default(),
         }
     }
 
@@ -119,21 +138,25 @@ impl Siblings {
         }
     }
 
+    /// Steps of walks so far: sent to the naming thread, and handled by it (or dropped for
+    /// a later step). Equal when it is idle.
+    pub fn steps(&self) -> (u64, u64) {
+        let c = &self.counts;
+        (c.sent.load(Ordering::Acquire), c.done.load(Ordering::Acquire))
+    }
+
     /// A dataset at `place` of `file` was opened, as handle `fh`.
     pub fn on_open(&self, file: &Arc<File>, place: Place, fh: u64) {
-        let key = Arc::as_ptr(file) as usize;
-        let (last, last_open) = {
-            let w = crate::sync::lock(&self.walk);
-            (w.last, w.last_open)
-        };
-        // Outside the lock: it may read the file (a group's links). A walker closes each
-        // dataset before it opens the next; readers that hold theirs open meanwhile are
-        // several, whose opens fall in listing order only by chance.
-        let walking =
-            !last_open && last.is_some_and(|(k, last)| k == key && follows(file, last, place));
         let (window, fresh) = {
             let mut w = crate::sync::lock(&self.walk);
-            w.last = Some((key, place));
+            // A walker closes each dataset before it opens the next; readers that hold
+            // theirs open meanwhile are several, whose opens fall in listing order only by
+            // chance.
+            let walking = !w.last_open
+                && w.last.as_ref().is_some_and(|(f, last)| {
+                    std::ptr::eq(f.as_ptr(), Arc::as_ptr(file)) && follows(*last, place)
+                });
+            w.last = Some((Arc::downgrade(file), place));
             w.last_fh = fh;
             w.last_open = true;
             let fresh = walking && w.window == 0;
@@ -167,50 +190,38 @@ impl Siblings {
         if tx.is_none() {
             let (t, rx) = mpsc::channel::<Step>();
             let decoder = self.decoder.clone();
+            let counts = self.counts.clone();
             let started = std::thread::Builder::new()
                 .name("h5-siblings".into())
-                .spawn(move || namer(rx, decoder));
+                .spawn(move || namer(rx, decoder, counts));
             if started.is_err() {
                 return;
             }
             *tx = Some(t);
         }
         if let Some(t) = tx.as_ref() {
-            let _ = t.send(step);
+            if t.send(step).is_ok() {
+                self.counts.sent.fetch_add(1, Ordering::AcqRel);
+            }
         }
     }
 }
 
 /// Whether the dataset at `b` is the one right after the dataset at `a` in the listing: the
 /// next link of its group, or the first link of the group right after `a`'s group.
-fn follows(file: &File, a: Place, b: Place) -> bool {
+fn follows(a: Place, b: Place) -> bool {
     if a.group == b.group {
         return b.index == a.index + 1;
     }
-    if b.index != 0 || a.parent.is_none() || a.parent != b.parent {
-        return false;
-    }
-    let (Some(parent), Ok(a_links)) = (a.parent, file.links(a.group)) else {
-        return false;
-    };
-    if a.index + 1 != a_links.len() {
-        return false;
-    }
-    let Ok(links) = file.links(parent) else {
-        return false;
-    };
-    let at = |g: ObjectId| {
-        links
-            .iter()
-            .position(|l| matches!(l.target, LinkTarget::Hard(id) if id == g))
-    };
-    matches!((at(a.group), at(b.group)), (Some(i), Some(j)) if j == i + 1)
+    b.index == 0
+        && a.index + 1 == a.count
+        && a.parent.is_some_and(|(p, i)| b.parent == Some((p, i + 1)))
 }
 
 /// The datasets after `from` in the listing (on into the groups after its group in their
 /// parent), up to `window` image bytes of them and [`MAX_STEP`] of them (the last may be
 /// named only in part: see [`namer`]).
-fn ahead(file: &File, from: Place, window: u64) -> Vec<Arc<crate::model::Dataset>> {
+fn ahead(file: &File, from: Place, window: u64) -> Vec<Arc<Dataset>> {
     let mut out = Vec::new();
     let mut bytes = 0u64;
     // The rest of `from.group`, then the groups after it in its parent, one by one as the
@@ -225,34 +236,36 @@ fn ahead(file: &File, from: Place, window: u64) -> Vec<Arc<crate::model::Dataset
     ) {
         return out;
     }
-    let Some(Ok(links)) = from.parent.map(|p| file.links(p)) else {
+    let Some((parent, at)) = from.parent else {
         return out;
     };
-    let mut after = false;
-    for l in links.iter() {
+    let Ok(links) = file.links(parent) else {
+        return out;
+    };
+    for l in links.get(at + 1..).unwrap_or_default() {
         let LinkTarget::Hard(id) = l.target else {
             continue;
         };
-        if after
-            && file.kind(id).is_ok_and(|k| k == ObjectKind::Group)
+        if file.kind(id).is_ok_and(|k| k == ObjectKind::Group)
             && !take(file, id, 0, window, &mut bytes, &mut out)
         {
             break;
         }
-        after |= id == from.group;
     }
     out
 }
 
 /// Add the datasets of `group` from its link `start` on to `out` while `bytes` (their
 /// image bytes so far) is under `window` and `out` under [`MAX_STEP`]; false once full.
+/// Virtual datasets are passed over: nothing of theirs is fetched or decoded ahead, and
+/// opening one may open its source files.
 fn take(
     file: &File,
     group: ObjectId,
     start: usize,
     window: u64,
     bytes: &mut u64,
-    out: &mut Vec<Arc<crate::model::Dataset>>,
+    out: &mut Vec<Arc<Dataset>>,
 ) -> bool {
     let Ok(links) = file.links(group) else {
         return true;
@@ -267,7 +280,9 @@ fn take(
         let LinkTarget::Hard(id) = l.target else {
             continue;
         };
-        if !file.kind(id).is_ok_and(|k| k == ObjectKind::Dataset) {
+        if !file.kind(id).is_ok_and(|k| k == ObjectKind::Dataset)
+            || file.is_virtual_dataset(id).unwrap_or(true)
+        {
             continue;
         }
         if let Ok(ds) = file.dataset(id) {
@@ -280,48 +295,54 @@ fn take(
 
 /// The naming thread: each step names the datasets of its window not named yet, looking
 /// them up at once. A step that waited behind another is dropped for a later one.
-fn namer(rx: mpsc::Receiver<Step>, decoder: Option<Arc<Workers>>) {
+fn namer(rx: mpsc::Receiver<Step>, decoder: Option<Arc<Workers>>, counts: Arc<Counts>) {
     let mut named = Named::default();
     while let Ok(mut step) = rx.recv() {
+        let mut taken = 1;
         while let Ok(newer) = rx.try_recv() {
             let fresh = step.fresh || newer.fresh;
             step = newer;
             step.fresh = fresh;
+            taken += 1;
         }
         // A panic on a damaged file ends that step, not the thread.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             name(&step, &mut named, decoder.as_deref())
         }));
+        counts.done.fetch_add(taken, Ordering::AcqRel);
     }
 }
 
-/// The datasets a walk has named to the source, and those it has had decoded ahead (by
-/// file and id).
+/// How far a walk has named the datasets of one file to the source, and had them decoded
+/// ahead: image bytes from the start of each, by id. A dataset at the end of a window is
+/// named (or decoded) only in part; a later step takes it further.
 #[derive(Debug, Default)]
 struct Named {
-    named: HashSet<(usize, ObjectId)>,
-    decoded: HashSet<(usize, ObjectId)>,
+    /// The file (held weakly: its address is not another file's while this is kept).
+    file: Weak<File>,
+    named: HashMap<ObjectId, u64>,
+    decoded: HashMap<ObjectId, u64>,
 }
 
 /// One step of [`namer`]; the number of datasets it named. With a `decoder`, the first
-/// [`DECODE_AHEAD`] bytes of the window are then decoded ahead: the reader finds the next
-/// datasets' chunks decoded, by the workers while it was still reading its own.
+/// [`DECODE_AHEAD`] bytes of the window (of datasets that can be decoded ahead, at most a
+/// quarter of the chunk cache) are then decoded ahead: the reader finds the next datasets'
+/// chunks decoded, by the workers while it was still reading its own.
 fn name(step: &Step, named: &mut Named, decoder: Option<&Workers>) -> usize {
     let file = &step.file;
-    let key = Arc::as_ptr(file) as usize;
-    if step.fresh || named.named.len() > MAX_NAMED || named.decoded.len() > MAX_NAMED {
-        named.named.clear();
-        named.decoded.clear();
+    if step.fresh
+        || !std::ptr::eq(named.file.as_ptr(), Arc::as_ptr(file))
+        || named.named.len() > MAX_NAMED
+        || named.decoded.len() > MAX_NAMED
+    {
+        *named = Named {
+            file: Arc::downgrade(file),
+            ..Named::default()
+        };
     }
-    // A local file's bytes cost no request: only the first of them are decoded ahead.
-    let remote = file.storage().wants_hints();
-    let reach = match remote {
-        true => step.window,
-        false => step.window.min(DECODE_AHEAD),
-    };
     // The window's bytes: a large dataset at its end is named only up to it.
-    let mut left = reach;
-    let window: Vec<_> = ahead(file, step.from, reach)
+    let mut left = step.window;
+    let window: Vec<_> = ahead(file, step.from, step.window)
         .into_iter()
         .map(|ds| {
             let n = ds.len().min(left);
@@ -329,28 +350,38 @@ fn name(step: &Step, named: &mut Named, decoder: Option<&Workers>) -> usize {
             (ds, n)
         })
         .collect();
+    // What each dataset adds to what was named of it before.
     let todo: Vec<_> = window
         .iter()
-        .filter(|(ds, _)| named.named.insert((key, ds.id)))
+        .filter_map(|(ds, n)| {
+            let done = named.named.entry(ds.id).or_insert(0);
+            let from = std::mem::replace(done, (*done).max(*n));
+            (*n > from).then_some((ds, from, *n))
+        })
         .collect();
-    std::thread::scope(|s| {
-        for (ds, n) in todo.iter().filter(|_| remote) {
-            // Errors are the reader's to report when it reads.
-            s.spawn(move || {
-                let _ = ds.hint(0, *n, false);
-            });
-        }
-    });
+    // A local file's bytes cost no request: nothing to name.
+    if file.storage().wants_hints() {
+        std::thread::scope(|s| {
+            for &(ds, from, to) in &todo {
+                // Errors are the reader's to report when it reads.
+                s.spawn(move || {
+                    let _ = ds.hint(from, to - from, false);
+                });
+            }
+        });
+    }
     if let Some(workers) = decoder {
-        let mut left = DECODE_AHEAD;
+        let mut left = DECODE_AHEAD.min(workers.budget());
         for (ds, n) in &window {
             if left == 0 {
                 break;
             }
-            let n = (*n).min(left);
-            left -= n;
-            if named.decoded.insert((key, ds.id)) {
-                workers.decode_ahead(ds, n);
+            let to = (*n).min(left);
+            let done = named.decoded.entry(ds.id).or_insert(0);
+            // Only datasets that can be decoded ahead count against what is decoded.
+            if let Some(end) = workers.decode_ahead(ds, *done, to) {
+                *done = (*done).max(end);
+                left -= to;
             }
         }
     }
@@ -374,11 +405,34 @@ mod tests {
         let g = f.resolve(&format!("/{group}")).unwrap();
         let links = f.links(g).unwrap();
         let index = links.iter().position(|l| l.name == name).unwrap();
+        let at = f.links(root).unwrap().iter().position(|l| l.name == group);
         Place {
             group: g,
-            parent: Some(root),
             index,
+            count: links.len(),
+            parent: Some((root, at.unwrap())),
         }
+    }
+
+    /// The place of `name` in the root.
+    fn top(f: &File, name: &str) -> Place {
+        let links = f.links(f.root()).unwrap();
+        Place {
+            group: f.root(),
+            index: links.iter().position(|l| l.name == name).unwrap(),
+            count: links.len(),
+            parent: None,
+        }
+    }
+
+    fn soak_file(cache_bytes: u64) -> Arc<File> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("mount-tests/fixtures/big/soak.h5");
+        let opts = OpenOptions {
+            cache_bytes,
+            ..OpenOptions::default()
+        };
+        File::open(&path, &opts).unwrap()
     }
 
     fn names(f: &File, v: &[Arc<crate::model::Dataset>]) -> Vec<String> {
@@ -408,20 +462,20 @@ mod tests {
         // /nine lists d1 d2 d4 d5 d7 d8 g0 g3 g6; the root: empty level0 nine nine_tracked
         // one tracked_compact.
         let p = |g: &str, n: &str| place(&f, g, n);
-        assert!(follows(&f, p("nine", "d1"), p("nine", "d2")));
-        assert!(follows(&f, p("nine", "d2"), p("nine", "d4")));
-        assert!(!follows(&f, p("nine", "d1"), p("nine", "d4")), "a skip");
-        assert!(!follows(&f, p("nine", "d2"), p("nine", "d1")), "backwards");
+        assert!(follows(p("nine", "d1"), p("nine", "d2")));
+        assert!(follows(p("nine", "d2"), p("nine", "d4")));
+        assert!(!follows(p("nine", "d1"), p("nine", "d4")), "a skip");
+        assert!(!follows(p("nine", "d2"), p("nine", "d1")), "backwards");
         // From the last link of a group to the first of the next group.
-        assert!(follows(&f, p("one", "only"), p("tracked_compact", "alpha")));
-        assert!(follows(&f, p("nine", "g6"), p("nine_tracked", "d1")));
+        assert!(follows(p("one", "only"), p("tracked_compact", "alpha")));
+        assert!(follows(p("nine", "g6"), p("nine_tracked", "d1")));
         assert!(
-            !follows(&f, p("nine", "d8"), p("nine_tracked", "d1")),
+            !follows(p("nine", "d8"), p("nine_tracked", "d1")),
             "not the last"
         );
-        assert!(!follows(&f, p("one", "only"), p("tracked_compact", "mid")));
+        assert!(!follows(p("one", "only"), p("tracked_compact", "mid")));
         assert!(
-            !follows(&f, p("nine", "g6"), p("one", "only")),
+            !follows(p("nine", "g6"), p("one", "only")),
             "a group skipped"
         );
     }
@@ -526,5 +580,56 @@ mod tests {
             first,
             "named again by a new walk"
         );
+    }
+
+    #[test]
+    fn a_dataset_named_in_part_at_the_end_of_a_window_is_named_further_later() {
+        // /nine's datasets hold 4 elements each; a window that ends inside d4 names it in
+        // part, and the next step, whose window reaches past it, names the rest of it.
+        let f = groups_file();
+        let d4 = f.dataset(f.resolve("/nine/d4").unwrap()).unwrap();
+        let d2_len = f.dataset(f.resolve("/nine/d2").unwrap()).unwrap().len();
+        assert!(d4.len() > 1);
+        let step = |from: &str, window| Step {
+            file: f.clone(),
+            from: place(&f, "nine", from),
+            window,
+            fresh: false,
+        };
+        let mut named = Named::default();
+        assert_eq!(name(&step("d1", d2_len + 1), &mut named, None), 2);
+        assert_eq!(named.named[&d4.id], 1, "d4 named in part");
+        // From d2 on: d4 taken further, d5 new.
+        assert_eq!(name(&step("d2", d4.len() + 1), &mut named, None), 2);
+        assert_eq!(named.named[&d4.id], d4.len());
+        assert_eq!(name(&step("d2", d4.len() + 1), &mut named, None), 0);
+    }
+
+    #[test]
+    fn decoding_ahead_stays_within_the_prefetch_budget_and_takes_only_what_it_can_decode() {
+        // soak.h5's root: blosc_lz4 (8 MiB), compact_i2, contig_u1 (neither can be decoded
+        // ahead), fl32_edges (5.3 MB deflated, chunks of 64 KiB), gz_btree2, ...
+        let f = soak_file(4 << 20);
+        let prefetch = super::super::prefetch::Prefetcher::new(4 << 20);
+        let workers = prefetch.workers();
+        assert_eq!(workers.budget(), 1 << 20, "a quarter of the cache");
+        let edges = f.dataset(f.resolve("/fl32_edges").unwrap()).unwrap();
+        let step = |from: &str| Step {
+            file: f.clone(),
+            from: top(&f, from),
+            window: MIN_WINDOW,
+            fresh: false,
+        };
+        let mut named = Named::default();
+        name(&step("blosc_lz4"), &mut named, Some(&workers));
+        // Not DECODE_AHEAD: the budget, all of it in fl32_edges (the two before it cannot
+        // be decoded ahead and take none of it), in pieces of 256 KiB.
+        assert_eq!(named.decoded.get(&edges.id), Some(&(1 << 20)));
+        let decoded: u64 = named.decoded.values().sum();
+        assert_eq!(decoded, 1 << 20);
+        assert_eq!(prefetch.stats().jobs, 4);
+        // The next step finds it queued.
+        name(&step("compact_i2"), &mut named, Some(&workers));
+        assert_eq!(prefetch.stats().jobs, 4);
     }
 }

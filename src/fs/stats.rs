@@ -32,7 +32,7 @@ use super::prefetch::PrefetchStats;
 pub const STATS_XATTR: &str = "user.h5mount.stats";
 
 /// The keys of the text, in order.
-pub const KEYS: [&str; 31] = [
+pub const KEYS: [&str; 33] = [
     "read_requests",
     "read_bytes",
     "read_max_request",
@@ -45,6 +45,8 @@ pub const KEYS: [&str; 31] = [
     "prefetch_jobs",
     "prefetch_dropped",
     "prefetch_bytes",
+    "prefetch_walk_steps",
+    "prefetch_walk_done",
     "readahead_kb",
     "refreshes",
     "files_known",
@@ -175,6 +177,8 @@ impl Snapshot {
             self.prefetch.jobs,
             self.prefetch.dropped,
             self.prefetch.bytes,
+            self.prefetch.walk_steps,
+            self.prefetch.walk_done,
             self.readahead_kb,
             self.refreshes,
             self.files.known,
@@ -228,6 +232,8 @@ mod tests {
             jobs: 3,
             dropped: 0,
             bytes: 77,
+            walk_steps: 4,
+            walk_done: 2,
         };
         let files = ResolverStats {
             known: 4,
@@ -267,6 +273,8 @@ mod tests {
             jobs: u64::MAX,
             dropped: u64::MAX,
             bytes: u64::MAX,
+            walk_steps: u64::MAX,
+            walk_done: u64::MAX,
         };
         let fmax = ResolverStats {
             known: u64::MAX,
@@ -306,6 +314,8 @@ mod tests {
                 "prefetch_jobs 3",
                 "prefetch_dropped 0",
                 "prefetch_bytes 77",
+                "prefetch_walk_steps 4",
+                "prefetch_walk_done 2",
                 "readahead_kb 1024",
                 "refreshes 1",
                 "files_known 4",

@@ -256,6 +256,16 @@ fn decode_describing(file: &File, raw: &RawMessage) -> Result<Option<Message>> {
     }
 }
 
+/// Whether the header `h` describes a virtual dataset: only its layout message is decoded.
+pub(super) fn is_virtual(file: &File, h: &ObjectHeader) -> Result<bool> {
+    for raw in h.messages.iter().filter(|r| r.mtype == types::LAYOUT) {
+        if let Some(Message::Layout(l)) = decode_describing(file, raw)? {
+            return Ok(matches!(l.class, LayoutClass::Virtual { .. }));
+        }
+    }
+    Ok(false)
+}
+
 impl Described {
     /// Gather the describing messages of the header `h` of dataset `id`; the dataspace,
     /// datatype and layout messages are required.

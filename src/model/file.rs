@@ -444,6 +444,21 @@ impl File {
         Ok(links)
     }
 
+    /// The links of `group` if they are cached: nothing is read.
+    pub fn cached_links(&self, group: ObjectId) -> Option<Arc<Vec<Link>>> {
+        lock(&self.links).get(&group.0).cloned()
+    }
+
+    /// Whether the dataset `id` has a virtual layout, without opening it (opening one may
+    /// open its source files): from the dataset if open, else from its layout message.
+    pub fn is_virtual_dataset(&self, id: ObjectId) -> Result<bool> {
+        if let Some(d) = lock(&self.datasets).get(&id.0) {
+            return Ok(d.info.layout == super::LayoutKind::Virtual);
+        }
+        let h = self.header(id)?;
+        super::dataset::is_virtual(self, &h)
+    }
+
     /// Hint that the objects `links` lead to are about to be read (a listing goes on to
     /// `stat` every entry): on a remote source, their headers are fetched together, in one
     /// round trip, rather than one request per child as each is parsed.
