@@ -35,6 +35,9 @@
 //! - `a_sequential_read_is_fetched_ahead_in_few_large_gets`: `cat` of a 20 MiB contiguous
 //!   dataset (a committed head plus generated elements): readahead GETs, fewer GETs than
 //!   read requests, the right bytes.
+//! - `a_walk_through_a_listing_has_the_next_datasets_decoded_ahead`: one `cat` of a group's
+//!   deflated datasets in listing order gives a local mount's bytes, and the datasets after
+//!   the second are decoded ahead, each once.
 //! - `statistics_show_every_remote_counter`: every `remote_*` key, requests sent at least
 //!   those asked for, as many as nginx answered, latency percentiles, no failure.
 //!
@@ -1214,6 +1217,57 @@ fn readahead_stays_in_the_dataset_read_until_the_reader_goes_on_to_the_next() {
             .iter()
             .any(|g| g.ranges.iter().any(|&(a, b)| a <= start && start <= b))),
         "nothing read ahead into /stream: {:?}",
+        stats(&m)
+    );
+}
+
+#[test]
+fn a_walk_through_a_listing_has_the_next_datasets_decoded_ahead() {
+    // filters_gzip: a root of 14 small deflated datasets. One `cat` of them in listing order
+    // opens each after closing the one before: a walk, from the second on.
+    let name = "filters_gzip_earliest.h5";
+    let Some(ng) = Nginx::start(&data_dir(), 0) else {
+        return;
+    };
+    let local = Mount::background(&data_dir().join(name), &[]);
+    let m = counted(&ng.url(name), &[]);
+    let mut names: Vec<String> = fs::read_dir(m.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 14, "{names:?}");
+    let cat = |mnt: &Mount| {
+        let out = std::process::Command::new("cat")
+            .args(names.iter().map(|n| mnt.path().join(n)))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    };
+    let before = stats(&m);
+    assert_eq!(cat(&m), cat(&local), "the bytes of a local mount");
+    assert!(
+        wait_for(|| {
+            let s = stats(&m);
+            s["prefetch_walk_done"] == s["prefetch_walk_steps"]
+        }),
+        "{:?}",
+        stats(&m)
+    );
+    // From the second dataset on, each opened after the one before was closed: a step
+    // each. The first step has the 12 datasets after the second decoded ahead, one job each
+    // (each is smaller than a piece); the others find them queued.
+    let after = stats(&m);
+    assert_eq!(delta(&before, &after, "prefetch_walk_steps"), 13, "{after:?}");
+    assert_eq!(delta(&before, &after, "prefetch_jobs"), 12, "{after:?}");
+    let sizes: u64 = names[2..]
+        .iter()
+        .map(|n| fs::metadata(m.path().join(n)).unwrap().len())
+        .sum();
+    assert!(
+        wait_for(|| delta(&before, &stats(&m), "prefetch_bytes") == sizes),
+        "{:?}",
         stats(&m)
     );
 }
