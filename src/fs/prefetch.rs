@@ -49,7 +49,8 @@
 //! full, prefetch work is dropped (it is only a hint).
 //!
 //! The workers also decode the datasets that a reader walking a group's listing will open
-//! next ([`super::siblings`], through [`Workers::decode_ahead`]).
+//! next ([`super::siblings`], through [`Workers::decode_ahead`]), within the same budget
+//! per walk as a stream's window.
 //!
 //! Counters ([`PrefetchStats`], relaxed atomics shown in the mount's statistics, see
 //! [`super::stats`]): pieces queued, pieces dropped on a full queue, and image bytes the
