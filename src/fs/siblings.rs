@@ -13,11 +13,7 @@
 //! several, in listing order only by chance), the reader is walking the listing:
 //! - on a remote source, the stored bytes of the datasets after it are named to the source
 //!   ([`crate::model::Dataset::hint`]), a window of their image bytes ahead of the reader
-//!   that doubles with each step of the walk from [`MIN_WINDOW`] up to [`MAX_WINDOW`]. They
-//!   are named in batches of at least a quarter of the window, whose datasets' chunks go to
-//!   the source together ([`crate::io::Storage::gather_data_hints`]): neighbouring datasets
-//!   then share requests (on the bench's S3 server, 37 GETs instead of 107 for 100
-//!   datasets of 650 KB);
+//!   that doubles with each step of the walk from [`MIN_WINDOW`] up to [`MAX_WINDOW`];
 //! - on any source, the first [`DECODE_AHEAD`] image bytes (at most the prefetch budget, a
 //!   quarter of the chunk cache) of the datasets after it that can be decoded ahead are
 //!   decoded into the chunk cache by the prefetch workers ([`Workers::decode_ahead`]:
@@ -52,7 +48,6 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::prefetch::Workers;
-use crate::io::storage::Gathered;
 use crate::model::{Dataset, File, LinkTarget, ObjectId, ObjectKind};
 
 /// First window of image bytes named ahead of a walk.
@@ -147,10 +142,7 @@ impl Siblings {
     /// a later step). Equal when it is idle.
     pub fn steps(&self) -> (u64, u64) {
         let c = &self.counts;
-        (
-            c.sent.load(Ordering::Acquire),
-            c.done.load(Ordering::Acquire),
-        )
+        (c.sent.load(Ordering::Acquire), c.done.load(Ordering::Acquire))
     }
 
     /// A dataset at `place` of `file` was opened, as handle `fh`.
@@ -359,48 +351,24 @@ fn name(step: &Step, named: &mut Named, decoder: Option<&Workers>) -> usize {
         })
         .collect();
     // What each dataset adds to what was named of it before.
-    let mut todo: Vec<_> = window
+    let todo: Vec<_> = window
         .iter()
         .filter_map(|(ds, n)| {
-            let from = named.named.get(&ds.id).copied().unwrap_or(0);
+            let done = named.named.entry(ds.id).or_insert(0);
+            let from = std::mem::replace(done, (*done).max(*n));
             (*n > from).then_some((ds, from, *n))
         })
         .collect();
-    // Named in batches of at least a quarter of the window (or what is left before the end
-    // of the listing), not a dataset per step: the batch's neighbouring datasets then share
-    // requests. Three quarters of the window or more stay named ahead of the reader.
-    let new: u64 = todo.iter().map(|&(_, from, to)| to - from).sum();
-    if new < step.window / 4 && left == 0 && !step.fresh {
-        todo.clear();
-    }
-    for &(ds, _, to) in &todo {
-        named.named.insert(ds.id, to);
-    }
-    // A local file's bytes cost no request: nothing to name. The datasets' chunks go to
-    // the source together, so that neighbouring datasets share requests.
-    let storage = file.storage();
-    if storage.wants_hints() {
-        let gathered = std::thread::scope(|s| {
-            let each: Vec<_> = todo
-                .iter()
-                .map(|&(ds, from, to)| {
-                    // Errors are the reader's to report when it reads.
-                    s.spawn(move || {
-                        storage
-                            .gather_data_hints(|| ds.hint(from, to - from, false))
-                            .1
-                    })
-                })
-                .collect();
-            let mut all = Gathered::default();
-            for h in each {
-                if let Ok(g) = h.join() {
-                    all.append(g);
-                }
+    // A local file's bytes cost no request: nothing to name.
+    if file.storage().wants_hints() {
+        std::thread::scope(|s| {
+            for &(ds, from, to) in &todo {
+                // Errors are the reader's to report when it reads.
+                s.spawn(move || {
+                    let _ = ds.hint(from, to - from, false);
+                });
             }
-            all
         });
-        storage.give(gathered);
     }
     if let Some(workers) = decoder {
         let mut left = DECODE_AHEAD.min(workers.budget());
@@ -606,11 +574,7 @@ mod tests {
         let mut named = Named::default();
         let first = name(&step(true), &mut named, None);
         assert!(first > 0);
-        assert_eq!(
-            name(&step(false), &mut named, None),
-            0,
-            "named once per walk"
-        );
+        assert_eq!(name(&step(false), &mut named, None), 0, "named once per walk");
         assert_eq!(
             name(&step(true), &mut named, None),
             first,
@@ -667,26 +631,5 @@ mod tests {
         // The next step finds it queued.
         name(&step("compact_i2"), &mut named, Some(&workers));
         assert_eq!(prefetch.stats().jobs, 4);
-    }
-
-    #[test]
-    fn a_walk_names_in_batches_of_a_quarter_of_its_window() {
-        // /nine's datasets and those after it hold 4 elements each: a window of 8 of them.
-        let f = groups_file();
-        let next = ahead(&f, place(&f, "nine", "d1"), u64::MAX);
-        let size = next[0].len();
-        assert!(next.iter().take(10).all(|d| d.len() == size));
-        let step = |from: &str, fresh| Step {
-            file: f.clone(),
-            from: place(&f, "nine", from),
-            window: 8 * size,
-            fresh,
-        };
-        let mut named = Named::default();
-        assert_eq!(name(&step("d1", true), &mut named, None), 8);
-        // One more dataset in the window is less than a quarter of it: not yet.
-        assert_eq!(name(&step("d2", false), &mut named, None), 0);
-        // Two are a quarter: both.
-        assert_eq!(name(&step("d4", false), &mut named, None), 2);
     }
 }

@@ -11,31 +11,6 @@ use crate::error::{Error, Result};
 
 pub use super::source::open_data_file;
 
-/// Data hints held back on a thread: the source they are for (by address) and their
-/// absolute ranges.
-type Holding = Option<(usize, Vec<(u64, u64)>)>;
-
-thread_local! {
-    /// This thread's held-back data hints ([`Storage::gather_data_hints`]).
-    static GATHERED: std::cell::RefCell<Holding> = const { std::cell::RefCell::new(None) };
-}
-
-/// Data ranges (absolute) held back by [`Storage::gather_data_hints`], to be given to the
-/// source at once by [`Storage::give`].
-#[derive(Debug, Default)]
-pub struct Gathered(Vec<(u64, u64)>);
-
-impl Gathered {
-    /// Add `other`'s ranges to these.
-    pub fn append(&mut self, mut other: Gathered) {
-        self.0.append(&mut other.0);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
 /// A shared, cheaply clonable handle on a byte source plus the base address for HDF5
 /// addresses.
 #[derive(Clone, Debug)]
@@ -123,63 +98,6 @@ impl Storage {
         if !abs.is_empty() {
             self.inner.prefetch(&abs);
         }
-    }
-
-    /// Hint that the data ranges `(relative address, length)` will be read soon, as
-    /// [`Storage::prefetch`], unless this thread is gathering data hints for this file's
-    /// source ([`Storage::gather_data_hints`]): then they are held back.
-    pub fn prefetch_data(&self, ranges: &[(u64, u64)]) {
-        let abs: Vec<(u64, u64)> = ranges
-            .iter()
-            .filter_map(|&(a, n)| Some((self.base.checked_add(a)?, n)))
-            .collect();
-        let key = self.source_key();
-        let held = GATHERED.with(|g| match g.borrow_mut().as_mut() {
-            Some((k, v)) if *k == key => {
-                v.extend_from_slice(&abs);
-                true
-            }
-            _ => false,
-        });
-        if !held && !abs.is_empty() {
-            self.inner.prefetch(&abs);
-        }
-    }
-
-    /// Run `f` with the data hints it gives this file's source on this thread
-    /// ([`Storage::prefetch_data`]) held back and returned, so that the hints of several
-    /// datasets go to the source together ([`Storage::give`]): one request for the
-    /// neighbouring data of several, not one each. Other hints (a chunk index's nodes,
-    /// which the lookups that follow them read) go out at once.
-    pub fn gather_data_hints<R>(&self, f: impl FnOnce() -> R) -> (R, Gathered) {
-        struct Restore(Holding);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                let prev = self.0.take();
-                GATHERED.with(|g| *g.borrow_mut() = prev);
-            }
-        }
-        let prev = GATHERED.with(|g| g.borrow_mut().replace((self.source_key(), Vec::new())));
-        let restore = Restore(prev);
-        let r = f();
-        let got = GATHERED.with(|g| g.borrow_mut().take());
-        drop(restore);
-        (r, Gathered(got.map(|(_, v)| v).unwrap_or_default()))
-    }
-
-    /// Give the source the data hints `gathered` ([`Storage::gather_data_hints`]) at once.
-    pub fn give(&self, gathered: Gathered) {
-        let mut ranges = gathered.0;
-        if !ranges.is_empty() {
-            ranges.sort_unstable();
-            ranges.dedup();
-            self.inner.prefetch(&ranges);
-        }
-    }
-
-    /// The source's identity for [`GATHERED`]: its address.
-    fn source_key(&self) -> usize {
-        Arc::as_ptr(&self.inner) as *const () as usize
     }
 
     /// Note that a reader reads the data at relative addresses `addr..end` now (see
@@ -298,55 +216,5 @@ mod tests {
         let plain = dir.path().join("f");
         std::fs::write(&plain, b"abc").unwrap();
         assert_eq!(Storage::open(&plain).unwrap().file_len(), 3);
-    }
-
-    /// A source that records the prefetch calls it gets.
-    #[derive(Debug, Default)]
-    struct Hinted(std::sync::Mutex<Vec<Vec<(u64, u64)>>>);
-
-    impl ByteSource for Hinted {
-        fn len(&self) -> u64 {
-            1 << 20
-        }
-        fn read_at(&self, _offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-            Ok(buf.len())
-        }
-        fn prefetch(&self, ranges: &[(u64, u64)]) {
-            self.0.lock().unwrap().push(ranges.to_vec());
-        }
-        fn wants_hints(&self) -> bool {
-            true
-        }
-        fn identity(&self) -> String {
-            "hinted".into()
-        }
-        fn name(&self) -> String {
-            "hinted".into()
-        }
-    }
-
-    #[test]
-    fn gathered_data_hints_go_to_the_source_together_and_others_at_once() {
-        let src = Arc::new(Hinted::default());
-        let s = Storage::from_source(src.clone()).with_base(100);
-        let other = Storage::from_source(Arc::new(Hinted::default()));
-        let calls = || src.0.lock().unwrap().clone();
-        let (_, a) = s.gather_data_hints(|| {
-            s.prefetch_data(&[(50, 10)]);
-            // Not data (an index's nodes): at once.
-            s.prefetch(&[(0, 5)]);
-            // Another source's data: not held back here.
-            other.prefetch_data(&[(7, 7)]);
-        });
-        let (_, b) = s.gather_data_hints(|| s.prefetch_data(&[(10, 10), (50, 10)]));
-        assert_eq!(calls(), [vec![(100, 5)]]);
-        let mut all = a;
-        all.append(b);
-        s.give(all);
-        // Absolute, sorted, once each.
-        assert_eq!(calls(), [vec![(100, 5)], vec![(110, 10), (150, 10)]]);
-        // Outside gathering: at once.
-        s.prefetch_data(&[(1, 1)]);
-        assert_eq!(calls().last(), Some(&vec![(101, 1)]));
     }
 }

@@ -556,7 +556,7 @@ impl Chunked {
         if ranges.len() > 1 || (!ranges.is_empty() && all) {
             ranges.sort_unstable();
             ranges.dedup();
-            self.storage.prefetch_data(&ranges);
+            self.storage.prefetch(&ranges);
         }
         noted.sort_unstable();
         noted.dedup();

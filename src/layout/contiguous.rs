@@ -26,7 +26,7 @@ impl Contiguous {
         if let Some(a) = self.addr {
             if self.storage.wants_hints() {
                 // `a + len` was checked in `new`, and `end <= len`.
-                self.storage.prefetch_data(&[(a + offset, end - offset)]);
+                self.storage.prefetch(&[(a + offset, end - offset)]);
             }
         }
     }
