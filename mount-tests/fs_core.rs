@@ -1001,7 +1001,10 @@ fn datasets_opened_in_listing_order_have_the_next_ones_decoded_ahead() {
     let fs = mount(name);
     let names = entry_names(&fs, ROOT_INO);
     assert_eq!(names.len(), 14, "{names:?}");
-    let attrs: Vec<Attr> = names.iter().map(|n| attr_of(&fs, &format!("/{n}"))).collect();
+    let attrs: Vec<Attr> = names
+        .iter()
+        .map(|n| attr_of(&fs, &format!("/{n}")))
+        .collect();
     // Open, read whole and close (a flush, then the release) as `cat` does.
     let cat = |k: usize| {
         let a = &attrs[k];
@@ -1015,7 +1018,12 @@ fn datasets_opened_in_listing_order_have_the_next_ones_decoded_ahead() {
         fs.flush(fh);
         fs.release(fh);
         let o = &objects(name)[&format!("/{}", names[k])];
-        assert_eq!(Some(sha256_hex(&got).as_str()), o["sha256"].as_str(), "{}", names[k]);
+        assert_eq!(
+            Some(sha256_hex(&got).as_str()),
+            o["sha256"].as_str(),
+            "{}",
+            names[k]
+        );
     };
     // Out of listing order: no walk, nothing decoded ahead.
     let jobs = counter(&fs, "prefetch_jobs");
@@ -1034,7 +1042,12 @@ fn datasets_opened_in_listing_order_have_the_next_ones_decoded_ahead() {
         "{}",
         fs.stats_text()
     );
-    assert_eq!(counter(&fs, "prefetch_jobs") - jobs, 11, "{}", fs.stats_text());
+    assert_eq!(
+        counter(&fs, "prefetch_jobs") - jobs,
+        11,
+        "{}",
+        fs.stats_text()
+    );
     fs.flush(fh);
     fs.release(fh);
     // The walk goes on: what it decoded is read without a decode, and not queued again.
@@ -1050,9 +1063,18 @@ fn datasets_opened_in_listing_order_have_the_next_ones_decoded_ahead() {
         "{}",
         fs.stats_text()
     );
-    assert!(counter(&fs, "prefetch_walk_steps") >= 11, "{}", fs.stats_text());
+    assert!(
+        counter(&fs, "prefetch_walk_steps") >= 11,
+        "{}",
+        fs.stats_text()
+    );
     assert_eq!(counter(&fs, "cache_misses"), misses, "{}", fs.stats_text());
-    assert_eq!(counter(&fs, "prefetch_jobs") - jobs, 11, "{}", fs.stats_text());
+    assert_eq!(
+        counter(&fs, "prefetch_jobs") - jobs,
+        11,
+        "{}",
+        fs.stats_text()
+    );
 }
 
 // ------------------------------------------------------------------------------- xattrs

@@ -1259,7 +1259,11 @@ fn a_walk_through_a_listing_has_the_next_datasets_decoded_ahead() {
     // each. The first step has the 12 datasets after the second decoded ahead, one job each
     // (each is smaller than a piece); the others find them queued.
     let after = stats(&m);
-    assert_eq!(delta(&before, &after, "prefetch_walk_steps"), 13, "{after:?}");
+    assert_eq!(
+        delta(&before, &after, "prefetch_walk_steps"),
+        13,
+        "{after:?}"
+    );
     assert_eq!(delta(&before, &after, "prefetch_jobs"), 12, "{after:?}");
     let sizes: u64 = names[2..]
         .iter()

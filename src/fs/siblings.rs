@@ -142,7 +142,10 @@ impl Siblings {
     /// a later step). Equal when it is idle.
     pub fn steps(&self) -> (u64, u64) {
         let c = &self.counts;
-        (c.sent.load(Ordering::Acquire), c.done.load(Ordering::Acquire))
+        (
+            c.sent.load(Ordering::Acquire),
+            c.done.load(Ordering::Acquire),
+        )
     }
 
     /// A dataset at `place` of `file` was opened, as handle `fh`.
@@ -574,7 +577,11 @@ mod tests {
         let mut named = Named::default();
         let first = name(&step(true), &mut named, None);
         assert!(first > 0);
-        assert_eq!(name(&step(false), &mut named, None), 0, "named once per walk");
+        assert_eq!(
+            name(&step(false), &mut named, None),
+            0,
+            "named once per walk"
+        );
         assert_eq!(
             name(&step(true), &mut named, None),
             first,
