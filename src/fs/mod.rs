@@ -139,13 +139,6 @@ struct Handle {
     stream: Option<Mutex<prefetch::Stream>>,
 }
 
-/// The index of the link `name` among `links` (sorted by name, as listings are).
-fn index_of(links: &[crate::model::Link], name: &str) -> Option<usize> {
-    links
-        .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
-        .ok()
-}
-
 /// Debug builds only: a read of the object at the HDF5 path named by this environment
 /// variable panics, so the mount tests can check that a panicking request is contained (no
 /// natural panic is known to trigger).
@@ -692,7 +685,7 @@ impl H5Fs {
         }
         let group = parent.object()?;
         let links = file.cached_links(group)?;
-        let index = index_of(&links, node.path.rsplit('/').next()?)?;
+        let index = Link::position(&links, node.path.rsplit('/').next()?)?;
         let grand = match parent.parent == parent.ino {
             true => None,
             false => self
@@ -703,7 +696,7 @@ impl H5Fs {
         };
         // The group's own place among its parent's links.
         let parent_place = grand.and_then(|g| {
-            let at = index_of(&file.cached_links(g)?, parent.path.rsplit('/').next()?)?;
+            let at = Link::position(&file.cached_links(g)?, parent.path.rsplit('/').next()?)?;
             Some((g, at))
         });
         Some(siblings::Place {

@@ -428,6 +428,11 @@ mod tests {
         }
     }
 
+    /// The window of the walk going on (0: none).
+    fn window(s: &Siblings) -> u64 {
+        crate::sync::lock(&s.walk).window
+    }
+
     fn soak_file(cache_bytes: u64) -> Arc<File> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("mount-tests/fixtures/big/soak.h5");
@@ -519,7 +524,6 @@ mod tests {
         let f = groups_file();
         let p = |g: &str, n: &str| place(&f, g, n);
         let s = Siblings::new();
-        let window = |s: &Siblings| crate::sync::lock(&s.walk).window;
         // A walker closes each dataset before it opens the next.
         let fh = std::cell::Cell::new(0);
         let open = |s: &Siblings, n: &str| {
@@ -550,7 +554,6 @@ mod tests {
         let f = groups_file();
         let p = |g: &str, n: &str| place(&f, g, n);
         let s = Siblings::new();
-        let window = |s: &Siblings| crate::sync::lock(&s.walk).window;
         s.on_open(&f, p("nine", "d1"), 1);
         s.on_open(&f, p("nine", "d2"), 2);
         assert_eq!(window(&s), 0, "d1 still open");

@@ -555,10 +555,7 @@ impl File {
     /// One link of a group by name.
     pub fn lookup(&self, group: ObjectId, name: &str) -> Result<Option<Link>> {
         let links = self.links(group)?;
-        Ok(links
-            .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
-            .ok()
-            .map(|i| links[i].clone()))
+        Ok(Link::position(&links, name).map(|i| links[i].clone()))
     }
 
     /// Resolve an absolute path (following hard and soft links) to an object.

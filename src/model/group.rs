@@ -46,6 +46,16 @@ pub struct Link {
     pub target: LinkTarget,
 }
 
+impl Link {
+    /// The index of the link `name` among `links`, a group's links as [`super::File::links`]
+    /// gives them (sorted by name, byte by byte).
+    pub fn position(links: &[Link], name: &str) -> Option<usize> {
+        links
+            .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
+            .ok()
+    }
+}
+
 impl From<LinkMsg> for Link {
     fn from(m: LinkMsg) -> Link {
         let target = match m.target {
