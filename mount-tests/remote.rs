@@ -35,6 +35,10 @@
 //! - `a_sequential_read_is_fetched_ahead_in_few_large_gets`: `cat` of a 20 MiB contiguous
 //!   dataset (a committed head plus generated elements): readahead GETs, fewer GETs than
 //!   read requests, the right bytes.
+//! - `a_sequential_read_has_the_chunk_index_named_a_window_ahead_of_its_data`: one 1 MiB
+//!   read of a dataset of 4,096 small chunks fetches every leaf of its B-tree (72, spread
+//!   over the file) but not the data beyond the read-ahead window; a `cat` of it then gives
+//!   the right bytes and fetches no leaf again.
 //! - `a_walk_through_a_listing_has_the_next_datasets_decoded_ahead`: one `cat` of a group's
 //!   deflated datasets in listing order gives a local mount's bytes, and the datasets after
 //!   the second are decoded ahead, each once.
@@ -1164,6 +1168,95 @@ fn a_first_read_just_past_the_start_is_fetched_ahead_too() {
     // either order: the read of the second MiB may come first. It still starts the stream
     // that fetches the dataset ahead, not a round trip per read.
     after_one_read(1 << 20);
+}
+
+/// btree.h5 (make_remote.py, committed gzip-compressed) written into `dir`: /tiny, 8 MiB in
+/// 4,096 chunks of 2 KiB whose v1 B-tree has 72 leaves spread between them over the file.
+/// Returns its layout.json entry and /tiny's bytes.
+fn btree_file(dir: &Path) -> (serde_json::Value, Vec<u8>) {
+    use std::io::Read;
+    let fx = Layout::load();
+    let b = fx.json["btree"].clone();
+    let gz = fs::File::open(remote_fixtures().join(b["file"].as_str().unwrap())).unwrap();
+    let mut file = Vec::new();
+    flate2::read::GzDecoder::new(gz)
+        .read_to_end(&mut file)
+        .unwrap();
+    assert_eq!(file.len() as u64, Layout::num(&b["filesize"]));
+    fs::write(dir.join("btree.h5"), &file).unwrap();
+    let chunk = Layout::num(&b["chunk_bytes"]) as usize;
+    let n = Layout::num(&b["nbytes"]) as usize;
+    // Chunk k holds one value, as make_remote.py's btree_value.
+    let data: Vec<u8> = (0..n).map(|i| ((i / chunk) * 7 % 251 + 1) as u8).collect();
+    assert_eq!(harness::sha256(&data), b["sha256"].as_str().unwrap());
+    (b, data)
+}
+
+#[test]
+fn a_sequential_read_has_the_chunk_index_named_a_window_ahead_of_its_data() {
+    // One 1 MiB read at the start of a dataset of 4,096 small chunks, the kernel reading
+    // nothing ahead: the read-ahead fetches the next window of data, and the chunk index
+    // further on, here the whole of it: every leaf of the B-tree is fetched, though the
+    // data after the window is not. A reader going on then finds each window's index
+    // nodes here, and the requests for its data go out at once instead of a round trip
+    // later. Without it, the leaves come a window at a time, each a round trip before that
+    // window's data.
+    let tmp = tempfile::tempdir().unwrap();
+    let (b, data) = btree_file(tmp.path());
+    let Some(ng) = Nginx::start(tmp.path(), 0) else {
+        return;
+    };
+    let m = counted(&ng.url("btree.h5"), &[]);
+    let leaves: Vec<u64> = b["leaves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Layout::num)
+        .collect();
+    let fetched = |a: u64| {
+        ng.logged()
+            .iter()
+            .any(|r| r.method == "GET" && r.ranges.iter().any(|&(x, y)| x <= a && a <= y))
+    };
+    let before = stats(&m);
+    let f = fs::File::open(m.at("/tiny")).unwrap();
+    no_kernel_readahead(&f);
+    let mut buf = vec![0u8; 1 << 20];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf[..] == data[..buf.len()], "the first MiB differs");
+    let all = wait_for(|| leaves.iter().all(|&a| fetched(a)));
+    let missing: Vec<u64> = leaves.iter().copied().filter(|&a| !fetched(a)).collect();
+    assert!(
+        all,
+        "after one read, leaves not fetched: {missing:?}; requests: {:?}",
+        ng.logged()
+    );
+    // Index pages, not the data between them: the first GET (the first MiB), the data of
+    // the read and of a window of 1 MiB after it, and one engine page per leaf.
+    let ahead = stats(&m);
+    let limit = (3 << 20) + leaves.len() as u64 * ENGINE_PAGE + 4 * PAGE;
+    let moved = delta(&before, &ahead, "remote_bytes") + (1 << 20);
+    assert!(
+        moved <= limit,
+        "{moved} bytes fetched, more than {limit}: {ahead:?}"
+    );
+    // The rest of the dataset, read on: the same bytes, no leaf fetched again.
+    let seen = ng.logged().len();
+    let out = std::process::Command::new("cat")
+        .arg(m.at("/tiny"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout == data, "the bytes of cat differ");
+    let again: Vec<servers::Logged> = gets_after(&ng, seen)
+        .into_iter()
+        .filter(|r| {
+            leaves
+                .iter()
+                .any(|&a| r.ranges.iter().any(|&(x, y)| x <= a && a <= y))
+        })
+        .collect();
+    assert!(again.is_empty(), "leaves fetched again: {again:?}");
 }
 
 #[test]

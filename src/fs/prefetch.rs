@@ -27,7 +27,11 @@
 //! the reader's progress through the file (which its readahead across datasets follows),
 //! the workers' reads are not. Read-ahead pieces there are larger ([`REMOTE_MIN_PIECE`]);
 //! a read's own pieces stay one chunk each (at least [`MIN_PIECE`]), so that its chunks
-//! decode in parallel.
+//! decode in parallel. Before any of that, the nodes of the chunk index are named further
+//! on, to twice the window (at least [`INDEX_AHEAD`]) past the read-ahead
+//! ([`Dataset::prepare_index`]): finding a chunk's place costs a read of the index node
+//! above it, a round trip on a remote source, and naming a window's data would otherwise
+//! wait for its index nodes first. Each part of the index is named once per stream.
 //!
 //! A worker "reads" a piece through [`Dataset::read_at`] under [`crate::layout::fetch_only`]:
 //! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`] without copying
@@ -80,6 +84,11 @@ const SINK_BYTES: usize = 1 << 20;
 /// Smallest piece on a remote source, where each worker's job sends its own request for its
 /// piece's bytes: larger pieces keep those requests few and long.
 pub const REMOTE_MIN_PIECE: u64 = 1 << 20;
+/// Image bytes beyond a stream's read-ahead whose chunk index is named on a remote source,
+/// at least (see [`Queued::index`]): index nodes are small beside the data they index (a
+/// v1 B-tree leaf of 64 chunks of 4 KiB, the smallest common, indexes 256 KiB; the remote
+/// bench's file of 4,096 such chunks has its whole index of 64 leaves named at once).
+pub const INDEX_AHEAD: u64 = 16 << 20;
 /// Most jobs waiting; more are dropped. Four windows of [`MAX_WINDOW`] in the smallest
 /// pieces; a job waiting costs a boxed closure.
 const MAX_QUEUED: usize = 1024;
@@ -97,6 +106,8 @@ pub struct Stream {
     streak: u32,
     /// Image offset up to which pieces have been queued.
     ahead: u64,
+    /// Image offset up to which the chunk index has been named (see [`Queued::index`]).
+    indexed: u64,
     /// Current read-ahead window in bytes.
     window: u64,
     /// Bytes of one piece (one job) of read-ahead.
@@ -115,6 +126,11 @@ pub struct Stream {
 pub struct Queued {
     pub own: Vec<(u64, u64)>,
     pub ahead: Vec<(u64, u64)>,
+    /// On a remote source, the image range whose chunk index to name first: from the read
+    /// (the first time) or from where the last one stopped, to twice the window (at least
+    /// [`INDEX_AHEAD`]) beyond the read-ahead, so that later windows' index nodes are fetched
+    /// while this window's data is, and naming their data costs no round trip.
+    pub index: Option<(u64, u64)>,
 }
 
 impl Stream {
@@ -126,6 +142,7 @@ impl Stream {
             next: 0,
             streak: 0,
             ahead: 0,
+            indexed: 0,
             window: piece,
             piece,
             own_piece: piece,
@@ -162,9 +179,11 @@ impl Stream {
             self.window = self.piece;
             let own = self.pieces(first, end, self.own_piece);
             self.ahead = own.last().map_or(0, |&(o, n)| o + n);
+            self.indexed = end;
             return Queued {
                 own,
                 ahead: Vec::new(),
+                index: None,
             };
         }
         if end <= self.next {
@@ -190,7 +209,17 @@ impl Stream {
         if let Some(&(o, n)) = ahead.last().or(own.last()) {
             self.ahead = self.ahead.max(o + n);
         }
-        Queued { own, ahead }
+        // The index twice the window (at least INDEX_AHEAD) beyond the read-ahead.
+        let beyond = self
+            .window
+            .saturating_mul(2)
+            .min(self.max_window)
+            .max(INDEX_AHEAD);
+        let index_to = target.saturating_add(beyond).min(self.len);
+        let index_from = self.indexed.max(offset);
+        let index = (index_to > index_from).then_some((index_from, index_to));
+        self.indexed = self.indexed.max(index_to);
+        Queued { own, ahead, index }
     }
 
     /// The pieces of `piece` bytes from `from` (aligned on a piece of its size) that start
@@ -454,9 +483,14 @@ impl Workers {
     /// before any worker asks for its piece's own (and not only when a busy worker gets to
     /// a read-ahead piece).
     fn queue(&self, ds: &Arc<Dataset>, pieces: Queued, offset: u64, size: u64) {
-        let Queued { own, ahead } = pieces;
+        let Queued { own, ahead, index } = pieces;
         if ds.is_remote() {
-            // Errors are the reader's to report when it reads.
+            // Errors are the reader's to report when it reads. The index first, so that the
+            // nodes the hints below look their chunks up in (the read's own, the first
+            // time) go out together.
+            if let Some((a, b)) = index {
+                let _ = ds.prepare_index(a, b - a);
+            }
             if !own.is_empty() {
                 let _ = ds.hint(offset, size, true);
             }
@@ -557,6 +591,47 @@ mod tests {
             let q = s.on_read(i * M, M).all();
             assert!(q.iter().all(|&(o, _)| o + M <= (i + 1) * M + 8 * M));
         }
+    }
+
+    #[test]
+    fn the_chunk_index_is_named_beyond_the_read_ahead_each_part_once() {
+        let mut s = Stream::new(100 * M, M, 8 * M);
+        // The first read: from the read itself to INDEX_AHEAD past its read-ahead.
+        let q = s.on_read(0, M);
+        assert_eq!(q.ahead, vec![(M, M)]);
+        assert_eq!(q.index, Some((0, 2 * M + INDEX_AHEAD)));
+        // The next: from there to as far past its own read-ahead (to 4 MiB).
+        assert_eq!(
+            s.on_read(M, M).index,
+            Some((2 * M + INDEX_AHEAD, 4 * M + INDEX_AHEAD))
+        );
+        // A late read names nothing.
+        assert_eq!(s.on_read(0, M).index, None);
+        // Twice the window past the read-ahead once that is more (up to the largest window).
+        let mut w = Stream::new(1000 * M, M, 64 * M);
+        let mut last = 0;
+        for i in 0..8 {
+            let q = w.on_read(i * M, M);
+            let (a, b) = q.index.unwrap();
+            assert_eq!(a, last.max(i * M), "read {i}");
+            let (o, n) = *q.ahead.last().unwrap();
+            assert_eq!(
+                b,
+                o + n + (2 * w.window).min(64 * M).max(INDEX_AHEAD),
+                "read {i}"
+            );
+            last = b;
+        }
+        // Clipped to the image, after which nothing is left to name.
+        let mut e = Stream::new(3 * M, M, 8 * M);
+        assert_eq!(e.on_read(0, M).index, Some((0, 3 * M)));
+        assert_eq!(e.on_read(M, M).index, None);
+        // A jump resets the stream and names no index; the stream that starts there names
+        // from its own read.
+        let q = s.on_read(60 * M, 4096);
+        assert_eq!(q.index, None);
+        let q = s.on_read(60 * M + 4096, M);
+        assert_eq!(q.index.map(|(a, _)| a), Some(60 * M + 4096));
     }
 
     #[test]

@@ -441,6 +441,37 @@ impl Chunked {
         self.hint_chunks(&spans, self.direct(), true, read)
     }
 
+    /// Name to a remote source the chunk index nodes that lookups of the chunks of image bytes
+    /// `offset..end` will read (see [`ChunkIndex::prepare`]), without looking the chunks up:
+    /// only the index levels above the last are waited for, and those are usually cached
+    /// already. A reader's read-ahead has its index named a window before its data, so that
+    /// when the data is named, its chunks' index nodes are already here and the data's
+    /// requests go out at once (rather than one round trip later, on the thread that names
+    /// them). The caller has clipped the range.
+    pub(crate) fn prepare_index(&self, offset: u64, end: u64) -> Result<()> {
+        if !self.storage.wants_hints() || end <= offset {
+            return Ok(());
+        }
+        let (_, spans) = self.regions(offset, end);
+        self.prepare_spans(&spans)
+    }
+
+    /// [`ChunkIndex::prepare`] for every chunk box of `spans`, span by span: the index nodes
+    /// of the chunks from a span's lowest corner to its highest, which are first and last in
+    /// any order an index sorts chunks by (coordinates, slowest dimension first, or with the
+    /// unlimited dimension moved first). Only a hint: what it cannot read is the lookups' to
+    /// report.
+    fn prepare_spans(&self, spans: &[ChunkBox]) -> Result<()> {
+        let index = self.index()?;
+        for (lo, hi) in spans {
+            if let Err(e) = index.prepare(&self.full_coords(lo), &self.full_coords(hi)) {
+                log::debug!("chunk index prepare: {e}");
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Fill `buf` with the image bytes from `offset`; the caller has clipped the range.
     pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let g = &self.geom;
@@ -513,18 +544,9 @@ impl Chunked {
     /// `note`: also note every chunk of the boxes, cached or not, to the source as the
     /// reader's progress (chunk by chunk, in file order, as the reader would read them).
     fn hint_chunks(&self, spans: &[ChunkBox], direct: bool, all: bool, note: bool) -> Result<()> {
-        // The index nodes the lookups below read, named together first (one round trip per
-        // level of the index, not one per node): span by span, those of the chunks from a
-        // span's lowest corner to its highest, which are first and last in any order an
-        // index sorts chunks by (coordinates, slowest dimension first, or with the unlimited
-        // dimension moved first). Only a hint: what it cannot read is the lookups' to report.
-        let index = self.index()?;
-        for (lo, hi) in spans {
-            if let Err(e) = index.prepare(&self.full_coords(lo), &self.full_coords(hi)) {
-                log::debug!("chunk index prepare: {e}");
-                break;
-            }
-        }
+        // The index nodes the lookups below read, named together first: one round trip per
+        // level of the index, not one per node.
+        self.prepare_spans(spans)?;
         let mut ranges = Vec::new();
         let mut noted = Vec::new();
         let mut cc = vec![0u64; self.geom.dims.len()];

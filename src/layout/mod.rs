@@ -210,6 +210,17 @@ impl DataReader {
         }
     }
 
+    /// Name the chunk index nodes that image bytes `offset..offset + len` need to a source
+    /// where every request costs a round trip, ahead of naming the data itself (see
+    /// [`DataReader::hint`]); nothing for other layouts, whose place needs no index.
+    pub fn prepare_index(&self, offset: u64, len: u64) -> Result<()> {
+        let end = offset.saturating_add(len).min(self.len);
+        match &self.kind {
+            Kind::Chunked(r) if offset < end => r.prepare_index(offset, end),
+            _ => Ok(()),
+        }
+    }
+
     /// The cached decoded chunk holding bytes `offset..offset + len` of the image as one
     /// contiguous run, and the run's start in it; `None` when the range is not such a run
     /// (other layouts, ranges crossing chunks or rows, chunks never written) or not wholly

@@ -181,6 +181,15 @@ impl Dataset {
         }
     }
 
+    /// Name the chunk index nodes that image bytes `offset..offset + len` need to a remote
+    /// source, which fetches them in the background (see [`DataReader::prepare_index`]).
+    pub fn prepare_index(&self, offset: u64, len: u64) -> Result<()> {
+        match &self.reader {
+            ReaderState::Ready(r) => r.prepare_index(offset, len),
+            _ => Ok(()),
+        }
+    }
+
     /// Read the stored bytes at `offset`: the byte image, or for a variable-length type the
     /// stored references (see [`crate::views`]), which [`Dataset::read_at`] refuses.
     pub fn read_stored_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
