@@ -35,10 +35,11 @@
 //! - `a_sequential_read_is_fetched_ahead_in_few_large_gets`: `cat` of a 20 MiB contiguous
 //!   dataset (a committed head plus generated elements): readahead GETs, fewer GETs than
 //!   read requests, the right bytes.
-//! - `a_sequential_read_has_the_chunk_index_named_a_window_ahead_of_its_data`: one 1 MiB
-//!   read of a dataset of 4,096 small chunks fetches every leaf of its B-tree (72, spread
-//!   over the file) but not the data beyond the read-ahead window; a `cat` of it then gives
-//!   the right bytes and fetches no leaf again.
+//! - `a_sequential_reader_has_the_chunk_index_named_ahead_of_its_data`: two 1 MiB reads
+//!   of a dataset of 4,096 small chunks fetch every leaf of its B-tree (72, spread over the
+//!   file) but not the data beyond the read-ahead; a `cat` of it then gives the right bytes
+//!   and fetches no leaf again. `a_first_read_alone_has_only_its_own_read_ahead_indexed`:
+//!   one 4 KiB read there fetches nothing past its read-ahead.
 //! - `a_walk_through_a_listing_has_the_next_datasets_decoded_ahead`: one `cat` of a group's
 //!   deflated datasets in listing order gives a local mount's bytes, and the datasets after
 //!   the second are decoded ahead, each once.
@@ -1193,11 +1194,11 @@ fn btree_file(dir: &Path) -> (serde_json::Value, Vec<u8>) {
 }
 
 #[test]
-fn a_sequential_read_has_the_chunk_index_named_a_window_ahead_of_its_data() {
-    // One 1 MiB read at the start of a dataset of 4,096 small chunks, the kernel reading
-    // nothing ahead: the read-ahead fetches the next window of data, and the chunk index
+fn a_sequential_reader_has_the_chunk_index_named_ahead_of_its_data() {
+    // Two 1 MiB reads at the start of a dataset of 4,096 small chunks, the kernel reading
+    // nothing ahead: the read-ahead fetches the data up to 4 MiB, and the chunk index
     // further on, here the whole of it: every leaf of the B-tree is fetched, though the
-    // data after the window is not. A reader going on then finds each window's index
+    // data after the read-ahead is not. A reader going on then finds each window's index
     // nodes here, and the requests for its data go out at once instead of a round trip
     // later. Without it, the leaves come a window at a time, each a round trip before that
     // window's data.
@@ -1213,32 +1214,49 @@ fn a_sequential_read_has_the_chunk_index_named_a_window_ahead_of_its_data() {
         .iter()
         .map(Layout::num)
         .collect();
-    let fetched = |a: u64| {
-        ng.logged()
+    let holds_leaf = |r: &(u64, u64)| leaves.iter().any(|&a| r.0 <= a && a <= r.1);
+    let missing = || {
+        let parts: Vec<(u64, u64)> = ng
+            .logged()
             .iter()
-            .any(|r| r.method == "GET" && r.ranges.iter().any(|&(x, y)| x <= a && a <= y))
+            .filter(|r| r.method == "GET")
+            .flat_map(|r| r.ranges.clone())
+            .collect();
+        leaves
+            .iter()
+            .copied()
+            .filter(|&a| !parts.iter().any(|&(x, y)| x <= a && a <= y))
+            .collect::<Vec<u64>>()
     };
-    let before = stats(&m);
     let f = fs::File::open(m.at("/tiny")).unwrap();
     no_kernel_readahead(&f);
     let mut buf = vec![0u8; 1 << 20];
-    f.read_exact_at(&mut buf, 0).unwrap();
-    assert!(buf[..] == data[..buf.len()], "the first MiB differs");
-    let all = wait_for(|| leaves.iter().all(|&a| fetched(a)));
-    let missing: Vec<u64> = leaves.iter().copied().filter(|&a| !fetched(a)).collect();
+    for at in [0, 1 << 20] {
+        f.read_exact_at(&mut buf, at).unwrap();
+        assert!(
+            buf[..] == data[at as usize..][..buf.len()],
+            "the MiB at {at} differs"
+        );
+    }
     assert!(
-        all,
-        "after one read, leaves not fetched: {missing:?}; requests: {:?}",
+        wait_for(|| missing().is_empty()),
+        "after two reads, leaves not fetched: {:?}; requests: {:?}",
+        missing(),
         ng.logged()
     );
-    // Index pages, not the data between them: the first GET (the first MiB), the data of
-    // the read and of a window of 1 MiB after it, and one engine page per leaf.
-    let ahead = stats(&m);
-    let limit = (3 << 20) + leaves.len() as u64 * ENGINE_PAGE + 4 * PAGE;
-    let moved = delta(&before, &ahead, "remote_bytes") + (1 << 20);
+    // Index pages, not the data between them: every range fetched lies before the chunk at
+    // 4 MiB (where the read-ahead stops) or holds a leaf.
+    let window_end = Layout::num(&b["chunk_at_mib"]["4"]);
+    let beyond: Vec<(u64, u64)> = ng
+        .logged()
+        .iter()
+        .filter(|r| r.method == "GET")
+        .flat_map(|r| r.ranges.clone())
+        .filter(|r| r.0 >= window_end && !holds_leaf(r))
+        .collect();
     assert!(
-        moved <= limit,
-        "{moved} bytes fetched, more than {limit}: {ahead:?}"
+        beyond.is_empty(),
+        "data past the read-ahead fetched: {beyond:?}"
     );
     // The rest of the dataset, read on: the same bytes, no leaf fetched again.
     let seen = ng.logged().len();
@@ -1250,13 +1268,52 @@ fn a_sequential_read_has_the_chunk_index_named_a_window_ahead_of_its_data() {
     assert!(out.stdout == data, "the bytes of cat differ");
     let again: Vec<servers::Logged> = gets_after(&ng, seen)
         .into_iter()
-        .filter(|r| {
-            leaves
-                .iter()
-                .any(|&a| r.ranges.iter().any(|&(x, y)| x <= a && a <= y))
-        })
+        .filter(|r| r.ranges.iter().any(holds_leaf))
         .collect();
     assert!(again.is_empty(), "leaves fetched again: {again:?}");
+}
+
+#[test]
+fn a_first_read_alone_has_only_its_own_read_ahead_indexed() {
+    // One 4 KiB read at the start of the same dataset (a program sniffing its first
+    // bytes): the index of its read-ahead (1 MiB) only, not the leaves further on.
+    let tmp = tempfile::tempdir().unwrap();
+    let (b, data) = btree_file(tmp.path());
+    let Some(ng) = Nginx::start(tmp.path(), 0) else {
+        return;
+    };
+    let m = counted(&ng.url("btree.h5"), &[]);
+    let before = stats(&m);
+    let f = fs::File::open(m.at("/tiny")).unwrap();
+    no_kernel_readahead(&f);
+    let mut buf = vec![0u8; 4096];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf[..] == data[..4096]);
+    // Its read-ahead done: the mount's requests all answered, and the prefetch job of the
+    // MiB after the read through.
+    let done = wait_for(|| {
+        let s = stats(&m);
+        delta(&before, &s, "prefetch_bytes") >= 1 << 20
+            && s["remote_sent"] == ng.logged().len() as u64
+    });
+    assert!(done, "{:?}", stats(&m));
+    // Past the chunk at 2 MiB, only the tree's upper nodes (its root, which split last, lies
+    // near the end of the file).
+    let window_end = Layout::num(&b["chunk_at_mib"]["2"]);
+    let upper: Vec<u64> = b["upper"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Layout::num)
+        .collect();
+    let far: Vec<(u64, u64)> = ng
+        .logged()
+        .iter()
+        .filter(|r| r.method == "GET")
+        .flat_map(|r| r.ranges.clone())
+        .filter(|r| r.0 >= window_end && !upper.iter().any(|&a| r.0 <= a && a <= r.1))
+        .collect();
+    assert!(far.is_empty(), "fetched past 2 MiB of the dataset: {far:?}");
 }
 
 #[test]

@@ -27,11 +27,15 @@
 //! the reader's progress through the file (which its readahead across datasets follows),
 //! the workers' reads are not. Read-ahead pieces there are larger ([`REMOTE_MIN_PIECE`]);
 //! a read's own pieces stay one chunk each (at least [`MIN_PIECE`]), so that its chunks
-//! decode in parallel. Before any of that, the nodes of the chunk index are named further
-//! on, to twice the window (at least [`INDEX_AHEAD`]) past the read-ahead
+//! decode in parallel. From a stream's second read on, the nodes of the chunk index are
+//! named further on than its data, [`INDEX_AHEAD`] past the read-ahead
 //! ([`Dataset::prepare_index`]): finding a chunk's place costs a read of the index node
 //! above it, a round trip on a remote source, and naming a window's data would otherwise
-//! wait for its index nodes first. Each part of the index is named once per stream.
+//! wait for its index nodes first. Each part of the index is named once per stream. Not
+//! on a stream's first read: a lone small read at the start of a dataset (a program
+//! sniffing its first bytes) has the index of its own read-ahead named only, as its data
+//! is; on a source that takes one range per GET (S3), the index nodes of 16 MiB of small
+//! chunks are fetched with the data between them.
 //!
 //! A worker "reads" a piece through [`Dataset::read_at`] under [`crate::layout::fetch_only`]:
 //! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`] without copying
@@ -84,10 +88,13 @@ const SINK_BYTES: usize = 1 << 20;
 /// Smallest piece on a remote source, where each worker's job sends its own request for its
 /// piece's bytes: larger pieces keep those requests few and long.
 pub const REMOTE_MIN_PIECE: u64 = 1 << 20;
-/// Image bytes beyond a stream's read-ahead whose chunk index is named on a remote source,
-/// at least (see [`Queued::index`]): index nodes are small beside the data they index (a
-/// v1 B-tree leaf of 64 chunks of 4 KiB, the smallest common, indexes 256 KiB; the remote
-/// bench's file of 4,096 such chunks has its whole index of 64 leaves named at once).
+/// Image bytes beyond a stream's read-ahead whose chunk index is named on a remote source
+/// (see [`Queued::index`]). Index nodes are small beside the data they index: a v1 B-tree
+/// leaf of 32 to 64 chunks of 4 KiB indexes 128 to 256 KiB, and the remote bench's file of
+/// 4,096 such chunks has the leaves of its whole index named at once. At most
+/// [`crate::layout::chunk_index::MAX_PREPARED`] nodes are named a level (chunks of 1 KiB or
+/// less reach it); the lookups of a window fetch the rest. Not more: the nodes are kept in
+/// the data page cache, from which what is named too far ahead is evicted before use.
 pub const INDEX_AHEAD: u64 = 16 << 20;
 /// Most jobs waiting; more are dropped. Four windows of [`MAX_WINDOW`] in the smallest
 /// pieces; a job waiting costs a boxed closure.
@@ -126,10 +133,10 @@ pub struct Stream {
 pub struct Queued {
     pub own: Vec<(u64, u64)>,
     pub ahead: Vec<(u64, u64)>,
-    /// On a remote source, the image range whose chunk index to name first: from the read
-    /// (the first time) or from where the last one stopped, to twice the window (at least
-    /// [`INDEX_AHEAD`]) beyond the read-ahead, so that later windows' index nodes are fetched
-    /// while this window's data is, and naming their data costs no round trip.
+    /// On a remote source, from a stream's second read on, the image range whose chunk
+    /// index to name: from the read (the first time) or from where the last one stopped,
+    /// to [`INDEX_AHEAD`] beyond the read-ahead, so that later windows' index nodes are
+    /// fetched while this window's data is, and naming their data costs no round trip.
     pub index: Option<(u64, u64)>,
 }
 
@@ -209,16 +216,14 @@ impl Stream {
         if let Some(&(o, n)) = ahead.last().or(own.last()) {
             self.ahead = self.ahead.max(o + n);
         }
-        // The index twice the window (at least INDEX_AHEAD) beyond the read-ahead.
-        let beyond = self
-            .window
-            .saturating_mul(2)
-            .min(self.max_window)
-            .max(INDEX_AHEAD);
-        let index_to = target.saturating_add(beyond).min(self.len);
-        let index_from = self.indexed.max(offset);
-        let index = (index_to > index_from).then_some((index_from, index_to));
-        self.indexed = self.indexed.max(index_to);
+        // The index INDEX_AHEAD beyond the read-ahead, once the stream has gone on.
+        let mut index = None;
+        if self.streak > 1 {
+            let index_to = target.saturating_add(INDEX_AHEAD).min(self.len);
+            let index_from = self.indexed.max(offset);
+            index = (index_to > index_from).then_some((index_from, index_to));
+            self.indexed = self.indexed.max(index_to);
+        }
         Queued { own, ahead, index }
     }
 
@@ -485,14 +490,14 @@ impl Workers {
     fn queue(&self, ds: &Arc<Dataset>, pieces: Queued, offset: u64, size: u64) {
         let Queued { own, ahead, index } = pieces;
         if ds.is_remote() {
-            // Errors are the reader's to report when it reads. The index first, so that the
-            // nodes the hints below look their chunks up in (the read's own, the first
-            // time) go out together.
-            if let Some((a, b)) = index {
-                let _ = ds.prepare_index(a, b - a);
-            }
+            // Errors are the reader's to report when it reads. The read's own chunks first;
+            // then the index ahead, with the nodes the read-ahead's lookups below need, so
+            // that those go out together.
             if !own.is_empty() {
                 let _ = ds.hint(offset, size, true);
+            }
+            if let Some((a, b)) = index {
+                let _ = ds.prepare_index(a, b - a);
             }
             if let (Some(&(a, _)), Some(&(b, n))) = (ahead.first(), ahead.last()) {
                 let _ = ds.hint(a, (b + n).saturating_sub(a), false);
@@ -594,44 +599,34 @@ mod tests {
     }
 
     #[test]
-    fn the_chunk_index_is_named_beyond_the_read_ahead_each_part_once() {
+    fn the_chunk_index_is_named_beyond_the_read_ahead_from_the_second_read_each_part_once() {
         let mut s = Stream::new(100 * M, M, 8 * M);
-        // The first read: from the read itself to INDEX_AHEAD past its read-ahead.
+        // A first read alone names no index ahead.
         let q = s.on_read(0, M);
         assert_eq!(q.ahead, vec![(M, M)]);
-        assert_eq!(q.index, Some((0, 2 * M + INDEX_AHEAD)));
-        // The next: from there to as far past its own read-ahead (to 4 MiB).
-        assert_eq!(
-            s.on_read(M, M).index,
-            Some((2 * M + INDEX_AHEAD, 4 * M + INDEX_AHEAD))
-        );
+        assert_eq!(q.index, None);
+        // The second: from the read to INDEX_AHEAD past its read-ahead (to 4 MiB).
+        let q = s.on_read(M, M);
+        assert_eq!(q.ahead.last(), Some(&(3 * M, M)));
+        assert_eq!(q.index, Some((M, 20 * M)));
+        assert_eq!(INDEX_AHEAD, 16 * M);
         // A late read names nothing.
         assert_eq!(s.on_read(0, M).index, None);
-        // Twice the window past the read-ahead once that is more (up to the largest window).
-        let mut w = Stream::new(1000 * M, M, 64 * M);
-        let mut last = 0;
-        for i in 0..8 {
-            let q = w.on_read(i * M, M);
-            let (a, b) = q.index.unwrap();
-            assert_eq!(a, last.max(i * M), "read {i}");
-            let (o, n) = *q.ahead.last().unwrap();
-            assert_eq!(
-                b,
-                o + n + (2 * w.window).min(64 * M).max(INDEX_AHEAD),
-                "read {i}"
-            );
-            last = b;
-        }
+        // The next ones: from where the last stopped to as far past their read-ahead
+        // (7 MiB, then 12 MiB, as the window doubles).
+        assert_eq!(s.on_read(2 * M, M).index, Some((20 * M, 23 * M)));
+        assert_eq!(s.on_read(3 * M, M).index, Some((23 * M, 28 * M)));
         // Clipped to the image, after which nothing is left to name.
         let mut e = Stream::new(3 * M, M, 8 * M);
-        assert_eq!(e.on_read(0, M).index, Some((0, 3 * M)));
-        assert_eq!(e.on_read(M, M).index, None);
-        // A jump resets the stream and names no index; the stream that starts there names
-        // from its own read.
-        let q = s.on_read(60 * M, 4096);
-        assert_eq!(q.index, None);
-        let q = s.on_read(60 * M + 4096, M);
-        assert_eq!(q.index.map(|(a, _)| a), Some(60 * M + 4096));
+        assert_eq!(e.on_read(0, M).index, None);
+        assert_eq!(e.on_read(M, M).index, Some((M, 3 * M)));
+        assert_eq!(e.on_read(2 * M, M).index, None);
+        // A jump resets the stream and names no index, nor does the new stream's first
+        // read; its second names from itself.
+        assert_eq!(s.on_read(60 * M, 4096).index, None);
+        assert_eq!(s.on_read(60 * M + 4096, M).index, None);
+        let q = s.on_read(61 * M + 4096, M);
+        assert_eq!(q.index.map(|(a, _)| a), Some(61 * M + 4096));
     }
 
     #[test]

@@ -443,11 +443,11 @@ impl Chunked {
 
     /// Name to a remote source the chunk index nodes that lookups of the chunks of image bytes
     /// `offset..end` will read (see [`ChunkIndex::prepare`]), without looking the chunks up:
-    /// only the index levels above the last are waited for, and those are usually cached
-    /// already. A reader's read-ahead has its index named a window before its data, so that
-    /// when the data is named, its chunks' index nodes are already here and the data's
-    /// requests go out at once (rather than one round trip later, on the thread that names
-    /// them). The caller has clipped the range.
+    /// the last level's nodes are only named; the levels above it are read here (a round
+    /// trip each the first time, cached after). A sequential reader has the index named
+    /// further on than its read-ahead, so that when a window's data is named, its chunks'
+    /// index nodes are already here and the data's requests go out at once (rather than a
+    /// round trip later, on the thread that names them). The caller has clipped the range.
     pub(crate) fn prepare_index(&self, offset: u64, end: u64) -> Result<()> {
         if !self.storage.wants_hints() || end <= offset {
             return Ok(());

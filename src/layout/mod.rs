@@ -212,7 +212,8 @@ impl DataReader {
 
     /// Name the chunk index nodes that image bytes `offset..offset + len` need to a source
     /// where every request costs a round trip, ahead of naming the data itself (see
-    /// [`DataReader::hint`]); nothing for other layouts, whose place needs no index.
+    /// [`DataReader::hint`]); the levels above the last are read here. Nothing for other
+    /// layouts, whose place needs no index.
     pub fn prepare_index(&self, offset: u64, len: u64) -> Result<()> {
         let end = offset.saturating_add(len).min(self.len);
         match &self.kind {

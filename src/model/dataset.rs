@@ -182,7 +182,8 @@ impl Dataset {
     }
 
     /// Name the chunk index nodes that image bytes `offset..offset + len` need to a remote
-    /// source, which fetches them in the background (see [`DataReader::prepare_index`]).
+    /// source, which fetches the last level's in the background; the levels above it are
+    /// read on the calling thread (see [`DataReader::prepare_index`]).
     pub fn prepare_index(&self, offset: u64, len: u64) -> Result<()> {
         match &self.reader {
             ReaderState::Ready(r) => r.prepare_index(offset, len),
