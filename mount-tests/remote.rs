@@ -40,6 +40,10 @@
 //!   file) but not the data beyond the read-ahead; a `cat` of it then gives the right bytes
 //!   and fetches no leaf again. `a_first_read_alone_has_only_its_own_read_ahead_indexed`:
 //!   one 4 KiB read there fetches nothing past its read-ahead.
+//! - `a_mount_learns_in_the_background_whether_its_server_answers_several_ranges`: the
+//!   warm-up of a file whose listing needs no GET of several ranges sends one of two bytes,
+//!   and two readers' first GETs of several ranges (with 500 ms per request) then all start
+//!   before the first one ends.
 //! - `a_walk_through_a_listing_has_the_next_datasets_decoded_ahead`: one `cat` of a group's
 //!   deflated datasets in listing order gives a local mount's bytes, and the datasets after
 //!   the second are decoded ahead, each once.
@@ -1271,6 +1275,85 @@ fn a_sequential_reader_has_the_chunk_index_named_ahead_of_its_data() {
         .filter(|r| r.ranges.iter().any(holds_leaf))
         .collect();
     assert!(again.is_empty(), "leaves fetched again: {again:?}");
+}
+
+#[test]
+fn a_mount_learns_in_the_background_whether_its_server_answers_several_ranges() {
+    // Until an HTTP server has answered a GET of several ranges with parts, such GETs go
+    // one at a time. A file whose root listing needs none (one dataset) has the warm-up
+    // send one, of two bytes; readers' first GETs of several ranges (here leaves of a
+    // B-tree) then go out together, not after the first one's answer. Every request waits
+    // 500 ms at the server: one sent after another's answer starts after that one ended,
+    // which the log shows.
+    let tmp = tempfile::tempdir().unwrap();
+    let (b, data) = btree_file(tmp.path());
+    let Some(ng) = Nginx::start(tmp.path(), 500) else {
+        return;
+    };
+    let m = Mount::background(Path::new(&ng.url("btree.h5")), &[]);
+    assert!(
+        wait_for(|| stats(&m)["remote_warm_up"] == 2),
+        "{:?}",
+        stats(&m)
+    );
+    let len = Layout::num(&b["filesize"]);
+    let logged = ng.logged();
+    let probes: Vec<&servers::Logged> = logged.iter().filter(|r| r.ranges.len() > 1).collect();
+    assert_eq!(probes.len(), 1, "{logged:?}");
+    assert_eq!(probes[0].ranges, [(0, 0), (len - 1, len - 1)], "{logged:?}");
+    assert_eq!(probes[0].status, 206, "{logged:?}");
+    // Two readers at once, 1 MiB each at 3 and 6 MiB, each needing leaves of its own:
+    // both wait for the tree's root, then name their leaves within moments of each other.
+    let seen = logged.len();
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for at in [3u64 << 20, 6 << 20] {
+            let (m, data, barrier) = (&m, &data, &barrier);
+            s.spawn(move || {
+                let f = fs::File::open(m.at("/tiny")).unwrap();
+                no_kernel_readahead(&f);
+                let mut buf = vec![0u8; 1 << 20];
+                barrier.wait();
+                f.read_exact_at(&mut buf, at).unwrap();
+                assert!(
+                    buf[..] == data[at as usize..][..buf.len()],
+                    "the MiB at {at}"
+                );
+            });
+        }
+    });
+    // Each reader's first GET of leaves, of those in the file between the chunks it reads
+    // (h5py writes a leaf near the chunks it indexes): the two overlap in time.
+    let gets = gets_after(&ng, seen);
+    let first_for = |from: &str, to: &str| {
+        let (lo, hi) = (
+            Layout::num(&b["chunk_at_mib"][from]),
+            Layout::num(&b["chunk_at_mib"][to]),
+        );
+        let leaves: Vec<u64> = b["leaves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(Layout::num)
+            .filter(|&a| lo <= a && a < hi)
+            .collect();
+        assert!(!leaves.is_empty(), "no leaf between MiB {from} and {to}");
+        gets.iter()
+            .filter(|r| {
+                r.ranges.len() > 1
+                    && r.ranges
+                        .iter()
+                        .any(|&(x, y)| leaves.iter().any(|&a| x <= a && a <= y))
+            })
+            .min_by_key(|r| r.start_ms)
+            .unwrap_or_else(|| panic!("no GET of leaves for MiB {from}: {gets:?}"))
+            .clone()
+    };
+    let (a, c) = (first_for("3", "4"), first_for("6", "7"));
+    assert!(
+        a.start_ms < c.end_ms && c.start_ms < a.end_ms,
+        "the readers' GETs of leaves one after another: {a:?} {c:?}"
+    );
 }
 
 #[test]

@@ -544,7 +544,10 @@ impl H5Fs {
     /// entries are the mount's first; the groups below are read in the model only): which
     /// path of a group with several names is its directory still follows the order in
     /// which the user reaches them, as on a mount without warm-up once its root is listed.
-    /// The daemon runs it once a remote mount is ready (`--no-warm-up` not to). Its
+    /// Then the source learns what its readers' first requests would otherwise learn on
+    /// their way ([`crate::io::ByteSource::warm_up`]: whether an HTTP server answers GETs of
+    /// several ranges). The daemon runs it once a remote mount is ready (`--no-warm-up` not
+    /// to). Its
     /// progress shows in the statistics (`remote_warm_up`: 2 once all it reads is read); a
     /// failure is left to the read that needs it.
     pub fn warm_up(&self) {
@@ -589,6 +592,12 @@ impl H5Fs {
                 }
             }
             Err(e) => log::debug!("warm-up: the root listing failed: {e:?}"),
+        }
+        // What the source learns on its first requests (whether an HTTP server answers
+        // GETs of several ranges), learnt now rather than on a reader's first requests.
+        if let Mounted::File { held, .. } = &self.mounted {
+            let file = held.read().unwrap_or_else(|e| e.into_inner()).clone();
+            file.storage().warm_up();
         }
     }
 

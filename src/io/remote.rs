@@ -1332,6 +1332,25 @@ impl ByteSource for Remote {
         true
     }
 
+    fn warm_up(&self) {
+        // A GET of two bytes far apart (not a range a server would merge into one), unless
+        // the server has answered one already or refused it: until one is answered with
+        // parts, such GETs go one at a time (see `MultiState`), and the first batch of a
+        // reader's pieces (a chunk index's nodes) would wait a round trip for it.
+        let (Some(m), len) = (&self.inner.multi, self.inner.len) else {
+            return;
+        };
+        if len < 2 * PAGE
+            || m.state.proven.load(Ordering::Relaxed)
+            || !m.state.on.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        if let Ok(rt) = runtime() {
+            let _ = rt.block_on(self.inner.get_multi(&[0..1, len - 1..len]));
+        }
+    }
+
     fn page_size_hint(&self, bytes: u64) {
         if bytes > PAGE && bytes <= PART && bytes.is_power_of_two() {
             self.inner.meta_unit.store(bytes, Ordering::Relaxed);

@@ -89,6 +89,11 @@ impl Storage {
         self.inner.wants_hints()
     }
 
+    /// See [`ByteSource::warm_up`].
+    pub fn warm_up(&self) {
+        self.inner.warm_up();
+    }
+
     /// Hint that the ranges `(relative address, length)` will be read soon.
     pub fn prefetch(&self, ranges: &[(u64, u64)]) {
         let abs: Vec<(u64, u64)> = ranges
