@@ -133,8 +133,9 @@ struct Cli {
     virtual_hosted: bool,
 
     /// Do not list a remote file's root group in the background once the mount is ready
-    /// (its links, its children's headers, its child groups' listings): fetch nothing until
-    /// asked (-o no_warm_up).
+    /// (its links, its children's headers, its child groups' listings), nor ask an HTTP
+    /// server whether it answers GETs of several ranges: fetch nothing until asked
+    /// (-o no_warm_up).
     #[arg(long, help_heading = "Remote sources")]
     no_warm_up: bool,
 

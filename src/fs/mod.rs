@@ -547,9 +547,8 @@ impl H5Fs {
     /// Then the source learns what its readers' first requests would otherwise learn on
     /// their way ([`crate::io::ByteSource::warm_up`]: whether an HTTP server answers GETs of
     /// several ranges). The daemon runs it once a remote mount is ready (`--no-warm-up` not
-    /// to). Its
-    /// progress shows in the statistics (`remote_warm_up`: 2 once all it reads is read); a
-    /// failure is left to the read that needs it.
+    /// to). Its progress shows in the statistics (`remote_warm_up`: 2 once all it reads is
+    /// read); a failure is left to the read that needs it.
     pub fn warm_up(&self) {
         self.stats.set_warm_up(1);
         // A panic on a damaged file ends the warm-up, not the mount, and it still says done.

@@ -28,7 +28,9 @@
 //!   [`MULTI_RUN`]) go [`MULTI_RANGES`] to a GET of several ranges, answered as
 //!   `multipart/byteranges` ([`super::byteranges`]), with no gap fetched between
 //!   them; a server that answers such a GET otherwise (the whole object, most often) is not
-//!   sent another, and its answer is not read. S3 serves one range per GET.
+//!   sent another, and its answer is not read. Until the server has answered one with
+//!   parts, they go one at a time; the warm-up of a mount asks it one of single bytes
+//!   ([`ByteSource::warm_up`]) if nothing else has yet. S3 serves one range per GET.
 //! - Readahead: data reads that follow each other through the object form a stream. Each
 //!   read says which dataset it belongs to ([`DataHint`]), and a stream reads ahead only
 //!   where the reader is known to go:
@@ -1333,21 +1335,24 @@ impl ByteSource for Remote {
     }
 
     fn warm_up(&self) {
-        // A GET of two bytes far apart (not a range a server would merge into one), unless
-        // the server has answered one already or refused it: until one is answered with
-        // parts, such GETs go one at a time (see `MultiState`), and the first batch of a
-        // reader's pieces (a chunk index's nodes) would wait a round trip for it.
+        // A GET of as many ranges as a reader's GET may hold, single bytes spread over the
+        // object (none a server would merge with another), unless the server has answered
+        // one already or refused it: until one is answered with parts, such GETs go one at
+        // a time (see `MultiState`), and a reader's first batch (a chunk index's nodes)
+        // would wait a round trip for it. Nothing for an object the first GET holds whole.
         let (Some(m), len) = (&self.inner.multi, self.inner.len) else {
             return;
         };
-        if len < 2 * PAGE
+        if len <= FIRST_GET
             || m.state.proven.load(Ordering::Relaxed)
             || !m.state.on.load(Ordering::Relaxed)
         {
             return;
         }
+        let n = MULTI_RANGES as u64;
+        let ranges: Vec<Range<u64>> = (0..n).map(|i| i * (len / n)).map(|a| a..a + 1).collect();
         if let Ok(rt) = runtime() {
-            let _ = rt.block_on(self.inner.get_multi(&[0..1, len - 1..len]));
+            let _ = rt.block_on(self.inner.get_multi(&ranges));
         }
     }
 

@@ -132,7 +132,8 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// Learn, in the background of a mount just ready, what the source would otherwise
     /// learn on its readers' first requests, one round trip each: a remote HTTP source
     /// finds out whether its server answers a GET of several ranges with the parts asked
-    /// for, which until then go one at a time. Nothing for others.
+    /// for, which until then go one at a time. Nothing for others, nor for an object its
+    /// first GET holds whole.
     fn warm_up(&self) {}
 
     /// True when every read costs a request (a remote source): the layers above then work
