@@ -1175,26 +1175,78 @@ fn a_first_read_just_past_the_start_is_fetched_ahead_too() {
     after_one_read(1 << 20);
 }
 
-/// btree.h5 (make_remote.py, committed gzip-compressed) written into `dir`: /tiny, 8 MiB in
-/// 4,096 chunks of 2 KiB whose v1 B-tree has 72 leaves spread between them over the file.
-/// Returns its layout.json entry and /tiny's bytes.
-fn btree_file(dir: &Path) -> (serde_json::Value, Vec<u8>) {
-    use std::io::Read;
-    let fx = Layout::load();
-    let b = fx.json["btree"].clone();
-    let gz = fs::File::open(remote_fixtures().join(b["file"].as_str().unwrap())).unwrap();
-    let mut file = Vec::new();
-    flate2::read::GzDecoder::new(gz)
-        .read_to_end(&mut file)
-        .unwrap();
-    assert_eq!(file.len() as u64, Layout::num(&b["filesize"]));
-    fs::write(dir.join("btree.h5"), &file).unwrap();
-    let chunk = Layout::num(&b["chunk_bytes"]) as usize;
-    let n = Layout::num(&b["nbytes"]) as usize;
-    // Chunk k holds one value, as make_remote.py's btree_value.
-    let data: Vec<u8> = (0..n).map(|i| ((i / chunk) * 7 % 251 + 1) as u8).collect();
-    assert_eq!(harness::sha256(&data), b["sha256"].as_str().unwrap());
-    (b, data)
+/// btree.h5 (make_remote.py, committed gzip-compressed): /tiny, 8 MiB in 4,096 chunks of
+/// 2 KiB whose v1 B-tree has 72 leaves spread between them over the file, served by nginx
+/// and mounted. Fields drop in order: the mount before its server.
+struct Btree {
+    m: Mount,
+    ng: Nginx,
+    /// Its layout.json entry.
+    b: serde_json::Value,
+    /// /tiny's bytes.
+    data: Vec<u8>,
+    _tmp: tempfile::TempDir,
+}
+
+impl Btree {
+    /// Served with `delay_ms` per request, mounted with the warm-up if `warm` (else
+    /// [`counted`]); `None` without nginx.
+    fn served(delay_ms: u32, warm: bool) -> Option<Btree> {
+        use std::io::Read;
+        let tmp = tempfile::tempdir().unwrap();
+        let b = Layout::load().json["btree"].clone();
+        let gz = fs::File::open(remote_fixtures().join(b["file"].as_str().unwrap())).unwrap();
+        let mut file = Vec::new();
+        flate2::read::GzDecoder::new(gz)
+            .read_to_end(&mut file)
+            .unwrap();
+        assert_eq!(file.len() as u64, Layout::num(&b["filesize"]));
+        fs::write(tmp.path().join("btree.h5"), &file).unwrap();
+        let chunk = Layout::num(&b["chunk_bytes"]) as usize;
+        let n = Layout::num(&b["nbytes"]) as usize;
+        // Chunk k holds one value, as make_remote.py's btree_value.
+        let data: Vec<u8> = (0..n).map(|i| ((i / chunk) * 7 % 251 + 1) as u8).collect();
+        assert_eq!(harness::sha256(&data), b["sha256"].as_str().unwrap());
+        let ng = Nginx::start(tmp.path(), delay_ms)?;
+        let url = ng.url("btree.h5");
+        let m = if warm {
+            Mount::background(Path::new(&url), &[])
+        } else {
+            counted(&url, &[])
+        };
+        Some(Btree {
+            m,
+            ng,
+            b,
+            data,
+            _tmp: tmp,
+        })
+    }
+
+    /// The addresses layout.json lists under `key` ("leaves", "upper").
+    fn addrs(&self, key: &str) -> Vec<u64> {
+        self.b[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(Layout::num)
+            .collect()
+    }
+
+    /// The address of the chunk at MiB `mib` of /tiny.
+    fn chunk_at(&self, mib: u64) -> u64 {
+        Layout::num(&self.b["chunk_at_mib"][mib.to_string().as_str()])
+    }
+
+    /// Every range of every GET nginx logged.
+    fn ranges(&self) -> Vec<(u64, u64)> {
+        self.ng
+            .logged()
+            .iter()
+            .filter(|r| r.method == "GET")
+            .flat_map(|r| r.ranges.clone())
+            .collect()
+    }
 }
 
 #[test]
@@ -1206,26 +1258,14 @@ fn a_sequential_reader_has_the_chunk_index_named_ahead_of_its_data() {
     // nodes here, and the requests for its data go out at once instead of a round trip
     // later. Without it, the leaves come a window at a time, each a round trip before that
     // window's data.
-    let tmp = tempfile::tempdir().unwrap();
-    let (b, data) = btree_file(tmp.path());
-    let Some(ng) = Nginx::start(tmp.path(), 0) else {
+    let Some(t) = Btree::served(0, false) else {
         return;
     };
-    let m = counted(&ng.url("btree.h5"), &[]);
-    let leaves: Vec<u64> = b["leaves"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(Layout::num)
-        .collect();
+    let (m, ng, data) = (&t.m, &t.ng, &t.data);
+    let leaves = t.addrs("leaves");
     let holds_leaf = |r: &(u64, u64)| leaves.iter().any(|&a| r.0 <= a && a <= r.1);
     let missing = || {
-        let parts: Vec<(u64, u64)> = ng
-            .logged()
-            .iter()
-            .filter(|r| r.method == "GET")
-            .flat_map(|r| r.ranges.clone())
-            .collect();
+        let parts = t.ranges();
         leaves
             .iter()
             .copied()
@@ -1250,12 +1290,10 @@ fn a_sequential_reader_has_the_chunk_index_named_ahead_of_its_data() {
     );
     // Index pages, not the data between them: every range fetched lies before the chunk at
     // 4 MiB (where the read-ahead stops) or holds a leaf.
-    let window_end = Layout::num(&b["chunk_at_mib"]["4"]);
-    let beyond: Vec<(u64, u64)> = ng
-        .logged()
-        .iter()
-        .filter(|r| r.method == "GET")
-        .flat_map(|r| r.ranges.clone())
+    let window_end = t.chunk_at(4);
+    let beyond: Vec<(u64, u64)> = t
+        .ranges()
+        .into_iter()
         .filter(|r| r.0 >= window_end && !holds_leaf(r))
         .collect();
     assert!(
@@ -1269,8 +1307,8 @@ fn a_sequential_reader_has_the_chunk_index_named_ahead_of_its_data() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert!(out.stdout == data, "the bytes of cat differ");
-    let again: Vec<servers::Logged> = gets_after(&ng, seen)
+    assert!(out.stdout == *data, "the bytes of cat differ");
+    let again: Vec<servers::Logged> = gets_after(ng, seen)
         .into_iter()
         .filter(|r| r.ranges.iter().any(holds_leaf))
         .collect();
@@ -1285,18 +1323,16 @@ fn a_mount_learns_in_the_background_whether_its_server_answers_several_ranges() 
     // B-tree) then go out together, not after the first one's answer. Every request waits
     // 500 ms at the server: one sent after another's answer starts after that one ended,
     // which the log shows.
-    let tmp = tempfile::tempdir().unwrap();
-    let (b, data) = btree_file(tmp.path());
-    let Some(ng) = Nginx::start(tmp.path(), 500) else {
+    let Some(t) = Btree::served(500, true) else {
         return;
     };
-    let m = Mount::background(Path::new(&ng.url("btree.h5")), &[]);
+    let (m, ng) = (&t.m, &t.ng);
     assert!(
-        wait_for(|| stats(&m)["remote_warm_up"] == 2),
+        wait_for(|| stats(m)["remote_warm_up"] == 2),
         "{:?}",
-        stats(&m)
+        stats(m)
     );
-    let len = Layout::num(&b["filesize"]);
+    let len = Layout::num(&t.b["filesize"]);
     let logged = ng.logged();
     let probes: Vec<&servers::Logged> = logged.iter().filter(|r| r.ranges.len() > 1).collect();
     assert_eq!(probes.len(), 1, "{logged:?}");
@@ -1310,7 +1346,7 @@ fn a_mount_learns_in_the_background_whether_its_server_answers_several_ranges() 
     let barrier = std::sync::Barrier::new(2);
     std::thread::scope(|s| {
         for at in [3u64 << 20, 6 << 20] {
-            let (m, data, barrier) = (&m, &data, &barrier);
+            let (data, barrier) = (&t.data, &barrier);
             s.spawn(move || {
                 let f = fs::File::open(m.at("/tiny")).unwrap();
                 no_kernel_readahead(&f);
@@ -1326,17 +1362,12 @@ fn a_mount_learns_in_the_background_whether_its_server_answers_several_ranges() 
     });
     // Each reader's first GET of leaves, of those in the file between the chunks it reads
     // (h5py writes a leaf near the chunks it indexes): the two overlap in time.
-    let gets = gets_after(&ng, seen);
-    let first_for = |from: &str, to: &str| {
-        let (lo, hi) = (
-            Layout::num(&b["chunk_at_mib"][from]),
-            Layout::num(&b["chunk_at_mib"][to]),
-        );
-        let leaves: Vec<u64> = b["leaves"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(Layout::num)
+    let gets = gets_after(ng, seen);
+    let first_for = |from: u64, to: u64| {
+        let (lo, hi) = (t.chunk_at(from), t.chunk_at(to));
+        let leaves: Vec<u64> = t
+            .addrs("leaves")
+            .into_iter()
             .filter(|&a| lo <= a && a < hi)
             .collect();
         assert!(!leaves.is_empty(), "no leaf between MiB {from} and {to}");
@@ -1351,7 +1382,7 @@ fn a_mount_learns_in_the_background_whether_its_server_answers_several_ranges() 
             .unwrap_or_else(|| panic!("no GET of leaves for MiB {from}: {gets:?}"))
             .clone()
     };
-    let (a, c) = (first_for("3", "4"), first_for("6", "7"));
+    let (a, c) = (first_for(3, 4), first_for(6, 7));
     assert!(
         a.start_ms < c.end_ms && c.start_ms < a.end_ms,
         "the readers' GETs of leaves one after another: {a:?} {c:?}"
@@ -1362,40 +1393,31 @@ fn a_mount_learns_in_the_background_whether_its_server_answers_several_ranges() 
 fn a_first_read_alone_has_only_its_own_read_ahead_indexed() {
     // One 4 KiB read at the start of the same dataset (a program sniffing its first
     // bytes): the index of its read-ahead (1 MiB) only, not the leaves further on.
-    let tmp = tempfile::tempdir().unwrap();
-    let (b, data) = btree_file(tmp.path());
-    let Some(ng) = Nginx::start(tmp.path(), 0) else {
+    let Some(t) = Btree::served(0, false) else {
         return;
     };
-    let m = counted(&ng.url("btree.h5"), &[]);
-    let before = stats(&m);
+    let (m, ng) = (&t.m, &t.ng);
+    let before = stats(m);
     let f = fs::File::open(m.at("/tiny")).unwrap();
     no_kernel_readahead(&f);
     let mut buf = vec![0u8; 4096];
     f.read_exact_at(&mut buf, 0).unwrap();
-    assert!(buf[..] == data[..4096]);
+    assert!(buf[..] == t.data[..4096]);
     // Its read-ahead done: the mount's requests all answered, and the prefetch job of the
     // MiB after the read through.
     let done = wait_for(|| {
-        let s = stats(&m);
+        let s = stats(m);
         delta(&before, &s, "prefetch_bytes") >= 1 << 20
             && s["remote_sent"] == ng.logged().len() as u64
     });
-    assert!(done, "{:?}", stats(&m));
+    assert!(done, "{:?}", stats(m));
     // Past the chunk at 2 MiB, only the tree's upper nodes (its root, which split last, lies
     // near the end of the file).
-    let window_end = Layout::num(&b["chunk_at_mib"]["2"]);
-    let upper: Vec<u64> = b["upper"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(Layout::num)
-        .collect();
-    let far: Vec<(u64, u64)> = ng
-        .logged()
-        .iter()
-        .filter(|r| r.method == "GET")
-        .flat_map(|r| r.ranges.clone())
+    let window_end = t.chunk_at(2);
+    let upper = t.addrs("upper");
+    let far: Vec<(u64, u64)> = t
+        .ranges()
+        .into_iter()
         .filter(|r| r.0 >= window_end && !upper.iter().any(|&a| r.0 <= a && a <= r.1))
         .collect();
     assert!(far.is_empty(), "fetched past 2 MiB of the dataset: {far:?}");
