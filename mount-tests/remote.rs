@@ -41,7 +41,8 @@
 //!   and fetches no leaf again. `a_first_read_alone_has_only_its_own_read_ahead_indexed`:
 //!   one 4 KiB read there fetches nothing past its read-ahead.
 //! - `a_mount_learns_in_the_background_whether_its_server_answers_several_ranges`: the
-//!   warm-up of a file whose listing needs no GET of several ranges sends one of 32 bytes,
+//!   warm-up of a file whose listing needs no GET of several ranges sends one GET of 32
+//!   single bytes,
 //!   and two readers' first GETs of several ranges (with 500 ms per request) then all start
 //!   before the first one ends.
 //! - `a_walk_through_a_listing_has_the_next_datasets_decoded_ahead`: reading a group's
@@ -1177,7 +1178,8 @@ fn a_first_read_just_past_the_start_is_fetched_ahead_too() {
 
 /// btree.h5 (make_remote.py, committed gzip-compressed): /tiny, 8 MiB in 4,096 chunks of
 /// 2 KiB whose v1 B-tree has 72 leaves spread between them over the file, served by nginx
-/// and mounted. Fields drop in order: the mount before its server.
+/// and mounted. Fields drop in order: the mount before its server, the directory it
+/// serves last.
 struct Btree {
     m: Mount,
     ng: Nginx,
@@ -1194,6 +1196,8 @@ impl Btree {
     fn served(delay_ms: u32, warm: bool) -> Option<Btree> {
         use std::io::Read;
         let tmp = tempfile::tempdir().unwrap();
+        // The server first: without it, nothing else is worth doing.
+        let ng = Nginx::start(tmp.path(), delay_ms)?;
         let b = Layout::load().json["btree"].clone();
         let gz = fs::File::open(remote_fixtures().join(b["file"].as_str().unwrap())).unwrap();
         let mut file = Vec::new();
@@ -1207,7 +1211,6 @@ impl Btree {
         // Chunk k holds one value, as make_remote.py's btree_value.
         let data: Vec<u8> = (0..n).map(|i| ((i / chunk) * 7 % 251 + 1) as u8).collect();
         assert_eq!(harness::sha256(&data), b["sha256"].as_str().unwrap());
-        let ng = Nginx::start(tmp.path(), delay_ms)?;
         let url = ng.url("btree.h5");
         let m = if warm {
             Mount::background(Path::new(&url), &[])
@@ -1522,6 +1525,8 @@ fn a_walk_through_a_listing_has_the_next_datasets_decoded_ahead() {
         "{:?}",
         stats(&m)
     );
+    // What the walk decoded is read without a decode.
+    let misses = stats(&m)["cache_misses"];
     for n in &names[2..] {
         read(n);
     }
@@ -1542,6 +1547,7 @@ fn a_walk_through_a_listing_has_the_next_datasets_decoded_ahead() {
     );
     assert_eq!(delta(&before, &after, "prefetch_jobs"), 12, "{after:?}");
     assert_eq!(delta(&before, &after, "prefetch_bytes"), sizes, "{after:?}");
+    assert_eq!(after["cache_misses"], misses, "{after:?}");
 }
 
 #[test]
