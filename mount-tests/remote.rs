@@ -1176,6 +1176,11 @@ fn a_first_read_just_past_the_start_is_fetched_ahead_too() {
     after_one_read(1 << 20);
 }
 
+/// Whether the inclusive byte range `r` holds one of `addrs`.
+fn holds(r: (u64, u64), addrs: &[u64]) -> bool {
+    addrs.iter().any(|&a| r.0 <= a && a <= r.1)
+}
+
 /// btree.h5 (make_remote.py, committed gzip-compressed): /tiny, 8 MiB in 4,096 chunks of
 /// 2 KiB whose v1 B-tree has 72 leaves spread between them over the file, served by nginx
 /// and mounted. Fields drop in order: the mount before its server, the directory it
@@ -1266,13 +1271,13 @@ fn a_sequential_reader_has_the_chunk_index_named_ahead_of_its_data() {
     };
     let (m, ng, data) = (&t.m, &t.ng, &t.data);
     let leaves = t.addrs("leaves");
-    let holds_leaf = |r: &(u64, u64)| leaves.iter().any(|&a| r.0 <= a && a <= r.1);
+    let holds_leaf = |r: &(u64, u64)| holds(*r, &leaves);
     let missing = || {
         let parts = t.ranges();
         leaves
             .iter()
             .copied()
-            .filter(|&a| !parts.iter().any(|&(x, y)| x <= a && a <= y))
+            .filter(|&a| !parts.iter().any(|&r| holds(r, &[a])))
             .collect::<Vec<u64>>()
     };
     let f = fs::File::open(m.at("/tiny")).unwrap();
@@ -1375,12 +1380,7 @@ fn a_mount_learns_in_the_background_whether_its_server_answers_several_ranges() 
             .collect();
         assert!(!leaves.is_empty(), "no leaf between MiB {from} and {to}");
         gets.iter()
-            .filter(|r| {
-                r.ranges.len() > 1
-                    && r.ranges
-                        .iter()
-                        .any(|&(x, y)| leaves.iter().any(|&a| x <= a && a <= y))
-            })
+            .filter(|r| r.ranges.len() > 1 && r.ranges.iter().any(|&range| holds(range, &leaves)))
             .min_by_key(|r| r.start_ms)
             .unwrap_or_else(|| panic!("no GET of leaves for MiB {from}: {gets:?}"))
             .clone()
@@ -1421,7 +1421,7 @@ fn a_first_read_alone_has_only_its_own_read_ahead_indexed() {
     let far: Vec<(u64, u64)> = t
         .ranges()
         .into_iter()
-        .filter(|r| r.0 >= window_end && !upper.iter().any(|&a| r.0 <= a && a <= r.1))
+        .filter(|&r| r.0 >= window_end && !holds(r, &upper))
         .collect();
     assert!(far.is_empty(), "fetched past 2 MiB of the dataset: {far:?}");
 }

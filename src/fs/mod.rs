@@ -692,8 +692,7 @@ impl H5Fs {
             return None;
         }
         let group = parent.object()?;
-        let links = file.cached_links(group)?;
-        let index = Link::position(&links, node.path.rsplit('/').next()?)?;
+        let (index, count) = cached_position(file, group, &node.path)?;
         let grand = match parent.parent == parent.ino {
             true => None,
             false => self
@@ -703,14 +702,11 @@ impl H5Fs {
                 .and_then(|g| g.object()),
         };
         // The group's own place among its parent's links.
-        let parent_place = grand.and_then(|g| {
-            let at = Link::position(&file.cached_links(g)?, parent.path.rsplit('/').next()?)?;
-            Some((g, at))
-        });
+        let parent_place = grand.and_then(|g| Some((g, cached_position(file, g, &parent.path)?.0)));
         Some(siblings::Place {
             group,
             index,
-            count: links.len(),
+            count,
             parent: parent_place,
         })
     }
@@ -956,6 +952,14 @@ impl H5Fs {
             namelen: dir::NAME_MAX as u32,
         }
     }
+}
+
+/// The index of the last name of `path` among the links of `group` of `file`, and their
+/// number, from links already read only (`None` when they are not cached).
+fn cached_position(file: &File, group: ObjectId, path: &str) -> Option<(usize, usize)> {
+    let links = file.cached_links(group)?;
+    let index = Link::position(&links, path.rsplit('/').next()?)?;
+    Some((index, links.len()))
 }
 
 /// What the process's remote sources have asked their servers (zeros without any).

@@ -184,7 +184,7 @@ impl Stream {
             self.streak = 0;
             self.next = end;
             self.window = self.piece;
-            let own = self.pieces(first, end, self.own_piece);
+            let own = pieces(first, end, self.own_piece, self.len);
             self.ahead = own.last().map_or(0, |&(o, n)| o + n);
             self.indexed = end;
             return Queued {
@@ -210,9 +210,9 @@ impl Stream {
         // Own pieces (those starting before the read's end) not queued yet, then read-ahead
         // from where they stop.
         let from = self.ahead.max(first);
-        let own = self.pieces(from, end, self.own_piece);
+        let own = pieces(from, end, self.own_piece, self.len);
         let from = own.last().map_or(from, |&(o, n)| o + n);
-        let ahead = self.pieces(from, target, self.piece);
+        let ahead = pieces(from, target, self.piece, self.len);
         if let Some(&(o, n)) = ahead.last().or(own.last()) {
             self.ahead = self.ahead.max(o + n);
         }
@@ -226,19 +226,19 @@ impl Stream {
         }
         Queued { own, ahead, index }
     }
+}
 
-    /// The pieces of `piece` bytes from `from` (aligned on a piece of its size) that start
-    /// before `to`.
-    fn pieces(&self, from: u64, to: u64, piece: u64) -> Vec<(u64, u64)> {
-        let mut out = Vec::new();
-        let mut p = from;
-        while p < to.min(self.len) {
-            let n = piece.min(self.len - p);
-            out.push((p, n));
-            p += n;
-        }
-        out
+/// The pieces of `piece` bytes (at least 1) of an image of `len` bytes, from `from` (aligned
+/// on a piece of its size) on, that start before `to`; the last one ends the image.
+fn pieces(from: u64, to: u64, piece: u64, len: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut p = from;
+    while p < to.min(len) {
+        let n = piece.min(len - p);
+        out.push((p, n));
+        p += n;
     }
+    out
 }
 
 /// A fixed set of worker threads running queued jobs.
@@ -471,13 +471,8 @@ impl Workers {
         if from >= to {
             return Some(from);
         }
-        let pieces = (from / piece..to.div_ceil(piece))
-            .map(|i| {
-                let at = i * piece;
-                ((at, piece.min(len - at)), false)
-            })
-            .collect();
-        self.submit(ds, pieces);
+        let queued = pieces(from / piece * piece, to, piece, len);
+        self.submit(ds, queued.iter().map(|&p| (p, false)).collect());
         Some(to.div_ceil(piece).saturating_mul(piece).min(len))
     }
 
