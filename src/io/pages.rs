@@ -13,15 +13,43 @@
 //! answer streams in ([`PageCache::filling`]). Claims are bounded: the bytes of all
 //! fetches in flight count against the data budget, and a claim that would exceed it is cut
 //! short (prefetch is only a hint).
+//!
+//! A fetch that fails hands its error, kind and message, to every reader that waited for its
+//! pages, and the pages stay failed for [`FAIL_HOLD`]: a reader asking for them again in
+//! that while (the kernel asks again at once for a read that failed) gets the same error at
+//! once, rather than waiting out another fetch's time bound.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
 /// Page size: small, so scattered pieces cost little more than their bytes; callers fetch
 /// more around a miss where more is likely to be read (see `remote`).
 pub const PAGE: u64 = 16 << 10;
+
+/// How long the pages of a failed fetch fail again at once (see the module docs).
+pub const FAIL_HOLD: Duration = Duration::from_secs(3);
+/// Failed pages remembered at most (past that, the oldest are forgotten first).
+const FAILED_MAX: usize = 1 << 16;
+
+/// An error kept for the readers of a page: its kind and its message.
+type Kept = (std::io::ErrorKind, String);
+
+fn kept(e: &std::io::Error) -> Kept {
+    // Never `Interrupted`: readers retry that kind at once, and a held page would answer
+    // them with it again and again.
+    let kind = match e.kind() {
+        std::io::ErrorKind::Interrupted => std::io::ErrorKind::Other,
+        k => k,
+    };
+    (kind, e.to_string())
+}
+
+fn unkept((kind, text): &Kept) -> std::io::Error {
+    std::io::Error::new(*kind, text.clone())
+}
 
 /// A page: the number of its object (sources sharing one cache) and its index.
 type Key = (u64, u64);
@@ -36,7 +64,7 @@ pub enum Class {
 /// A page being fetched: readers that need it wait here.
 #[derive(Default)]
 struct Flight {
-    done: Mutex<Option<Result<(), String>>>,
+    done: Mutex<Option<Result<(), Kept>>>,
     cv: Condvar,
 }
 
@@ -75,6 +103,10 @@ struct State {
     flying: HashMap<Key, Arc<Flight>>,
     /// Bytes of fetches in flight.
     inflight: u64,
+    /// Pages whose fetch failed, when, and why (see [`FAIL_HOLD`]).
+    failed: HashMap<Key, (Instant, Kept)>,
+    /// How long they stay failed ([`FAIL_HOLD`]; tests change it).
+    hold: Duration,
 }
 
 impl State {
@@ -98,6 +130,31 @@ impl State {
         self.inflight = self
             .inflight
             .saturating_sub((claim.end - claim.first) * PAGE);
+    }
+
+    /// The error of page `p`'s fetch if it failed less than [`FAIL_HOLD`] ago.
+    fn held(&mut self, p: Key) -> Option<std::io::Error> {
+        let (when, e) = self.failed.get(&p)?;
+        if when.elapsed() < self.hold {
+            return Some(unkept(e));
+        }
+        self.failed.remove(&p);
+        None
+    }
+
+    /// Hold the pages `run` of `obj` failed with `e` (see [`FAIL_HOLD`]).
+    fn hold_failed(&mut self, obj: u64, run: &[u64], e: &Kept) {
+        if self.failed.len() + run.len() > FAILED_MAX {
+            let hold = self.hold;
+            self.failed.retain(|_, (when, _)| when.elapsed() < hold);
+        }
+        let now = Instant::now();
+        for &p in run
+            .iter()
+            .take(FAILED_MAX.saturating_sub(self.failed.len()))
+        {
+            self.failed.insert((obj, p), (now, e.clone()));
+        }
     }
 
     fn get(&mut self, p: Key) -> Option<Arc<[u8]>> {
@@ -149,12 +206,19 @@ impl PageCache {
                 data: Lru::new(data),
                 flying: HashMap::new(),
                 inflight: 0,
+                failed: HashMap::new(),
+                hold: FAIL_HOLD,
             }),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hold the pages of a failed fetch failed for `hold` rather than [`FAIL_HOLD`].
+    pub fn set_fail_hold(&self, hold: Duration) {
+        self.lock().hold = hold;
     }
 
     /// The data budget.
@@ -216,6 +280,8 @@ impl PageCache {
                         copied[i] = true;
                     } else if let Some(f) = st.flying.get(&(obj, p)) {
                         waits.push(f.clone());
+                    } else if let Some(e) = st.held((obj, p)) {
+                        return Err(e);
                     } else {
                         missing.push(p);
                     }
@@ -251,16 +317,19 @@ impl PageCache {
                         }
                     }
                     Ok(bytes) => {
-                        let e = std::io::Error::other(format!(
-                            "{} bytes answered for pages {first}..{}",
-                            bytes.len(),
-                            first + count
-                        ));
-                        self.land(obj, run, Err(e.to_string()));
+                        let e = std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!(
+                                "{} bytes answered for pages {first}..{}",
+                                bytes.len(),
+                                first + count
+                            ),
+                        );
+                        self.land(obj, run, Err(kept(&e)));
                         result = Err(e);
                     }
                     Err(e) => {
-                        self.land(obj, run, Err(e.to_string()));
+                        self.land(obj, run, Err(kept(&e)));
                         result = Err(e);
                     }
                 }
@@ -273,7 +342,7 @@ impl PageCache {
                     done = f.cv.wait(done).unwrap_or_else(|e| e.into_inner());
                 }
                 if let Some(Err(e)) = done.as_ref() {
-                    return Err(std::io::Error::other(e.clone()));
+                    return Err(unkept(e));
                 }
             }
             // Pages waited for may have been evicted meanwhile: go round again (they are
@@ -292,7 +361,10 @@ impl PageCache {
         let cap = st.data.budget;
         'wanted: for &(a, b) in wanted {
             for p in a..b {
-                if st.contains((obj, p)) || st.flying.contains_key(&(obj, p)) {
+                if st.contains((obj, p))
+                    || st.flying.contains_key(&(obj, p))
+                    || st.held((obj, p)).is_some()
+                {
                     continue;
                 }
                 let joined = claims.last().is_some_and(|c| {
@@ -355,14 +427,17 @@ impl PageCache {
             Ok(bytes) => self.land(
                 claim.obj,
                 &claim.owned,
-                Err(format!(
-                    "{} bytes answered for pages {}..{}",
-                    bytes.len(),
-                    claim.first,
-                    claim.end
+                Err((
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{} bytes answered for pages {}..{}",
+                        bytes.len(),
+                        claim.first,
+                        claim.end
+                    ),
                 )),
             ),
-            Err(e) => self.land(claim.obj, &claim.owned, Err(e.to_string())),
+            Err(e) => self.land(claim.obj, &claim.owned, Err(kept(&e))),
         }
     }
 
@@ -403,10 +478,13 @@ impl PageCache {
         true
     }
 
-    /// End the flights of `run` with `result`.
-    fn land(&self, obj: u64, run: &[u64], result: Result<(), String>) {
+    /// End the flights of `run` with `result` (a failure holds its pages failed).
+    fn land(&self, obj: u64, run: &[u64], result: Result<(), Kept>) {
         let flights: Vec<Arc<Flight>> = {
             let mut st = self.lock();
+            if let Err(e) = &result {
+                st.hold_failed(obj, run, e);
+            }
             run.iter()
                 .filter_map(|&p| st.flying.remove(&(obj, p)))
                 .collect()
@@ -491,17 +569,20 @@ impl Filling<'_> {
     pub fn finish(mut self, result: std::io::Result<()>) {
         let short = self.next < self.claim.end && self.page_len(self.next) > 0;
         let outcome = match result {
-            Err(e) => Err(e.to_string()),
-            Ok(()) if short => Err(format!(
-                "the answer stopped at page {} of {}..{}",
-                self.next, self.claim.first, self.claim.end
+            Err(e) => Err(kept(&e)),
+            Ok(()) if short => Err((
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "the answer stopped at page {} of {}..{}",
+                    self.next, self.claim.first, self.claim.end
+                ),
             )),
             Ok(()) => Ok(()),
         };
         self.end(outcome);
     }
 
-    fn end(&mut self, outcome: Result<(), String>) {
+    fn end(&mut self, outcome: Result<(), Kept>) {
         self.cache.lock().release(&self.claim);
         let rest: Vec<u64> = std::mem::take(&mut self.claim.owned)
             .into_iter()
@@ -515,7 +596,10 @@ impl Filling<'_> {
 impl Drop for Filling<'_> {
     fn drop(&mut self) {
         if self.claim.end > self.claim.first {
-            self.end(Err("the fetch was dropped".to_string()));
+            self.end(Err((
+                std::io::ErrorKind::Other,
+                "the fetch was dropped".to_string(),
+            )));
         }
     }
 }
@@ -583,13 +667,29 @@ mod tests {
             }
         });
         assert_eq!(n.load(Ordering::Relaxed), 1);
-        // A failed fetch fails every reader waiting for it, and is retried by the next.
+        // A failed fetch fails every reader waiting for it; the next reader within the hold
+        // gets its error, kind and message, at once, with no fetch; after it, it fetches.
         let cache = PageCache::new(8 * PAGE, PAGE);
         let mut b = vec![0u8; 8];
         let e = cache.read(1, 0, &mut b, len, Class::Meta, |_, _| {
-            Err(std::io::Error::other("503"))
+            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "503"))
         });
         assert!(e.is_err());
+        let again = cache
+            .read(
+                1,
+                0,
+                &mut b,
+                len,
+                Class::Meta,
+                |_, _| -> std::io::Result<Vec<u8>> { panic!("a held page is not fetched") },
+            )
+            .unwrap_err();
+        assert_eq!(again.kind(), std::io::ErrorKind::TimedOut);
+        assert!(again.to_string().contains("503"), "{again}");
+        // Nor is it claimed by a prefetch.
+        assert!(cache.claim(1, &[(0, 1)], 0, 4).is_empty());
+        cache.set_fail_hold(Duration::ZERO);
         cache.read(1, 0, &mut b, len, Class::Meta, fetch).unwrap();
         assert_eq!(&b[..], &data[..8]);
         // Another object's page 0 is another page.
@@ -705,6 +805,7 @@ mod tests {
         for c in &other {
             cache.complete(c, len, Err(std::io::Error::other("gone")));
         }
+        cache.set_fail_hold(Duration::ZERO);
         assert_eq!(cache.stats().inflight, 0);
         // The last page of the source is short; more bytes than claimed are refused.
         let claim = cache.claim(1, &[(9, 12)], 0, 16).remove(0);

@@ -102,3 +102,15 @@ pub(super) fn object_number(identity: &str) -> u64 {
 /// Bounds the GETs in flight in the process.
 pub(super) static REQUESTS: tokio::sync::Semaphore =
     tokio::sync::Semaphore::const_new(MAX_REQUESTS);
+
+/// Run `fut` (request `what` about `url`) on the runtime, failing it after `bound`.
+pub(super) fn block_on_bounded<T>(
+    bound: std::time::Duration,
+    url: &str,
+    what: &str,
+    fut: impl std::future::Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    runtime()?
+        .block_on(async { tokio::time::timeout(bound, fut).await })
+        .unwrap_or_else(|_| Err(super::error::out_of_time(url, what, bound)))
+}

@@ -110,6 +110,7 @@ mod readahead;
 mod tests;
 
 pub use context::{totals, RemoteStats};
+pub use error::RemoteKind;
 pub use net::{net_stats, NetStats};
 pub use object::Remote;
 pub use origin::RemoteOrigin;
@@ -127,6 +128,9 @@ pub struct RemoteOptions {
     pub no_sign: bool,
     /// Virtual-hosted addressing (`bucket.host`) rather than path-style (`--virtual-hosted`).
     pub virtual_hosted: bool,
+    /// Follow an HTTP(S) server's redirects to other origins too (`--allow-redirects`); a
+    /// store's redirects are never followed.
+    pub allow_redirects: bool,
     /// Static credentials (from `--profile`); default: the standard AWS sources.
     pub credentials: Option<Credentials>,
     /// Longest one request may take (`--request-timeout`).
@@ -163,6 +167,7 @@ impl Default for RemoteOptions {
             region: None,
             no_sign: false,
             virtual_hosted: false,
+            allow_redirects: false,
             credentials: None,
             request_timeout: Duration::from_secs(10),
             retry_total: Duration::from_secs(30),

@@ -11,7 +11,7 @@ use object_store::client::{HttpClient, HttpRequestBody};
 use super::super::byteranges;
 use super::super::pages::Claim;
 use super::context::REQUESTS;
-use super::error::io_err;
+use super::error::{io_err, out_of_time, remote_err, RemoteKind};
 use super::object::Inner;
 
 /// GETs of several ranges at once, for an object behind an HTTP server (S3 does not serve
@@ -117,7 +117,8 @@ impl Inner {
     pub(super) async fn fetch_batch(self: Arc<Self>, batch: Vec<Claim>) {
         let ranges: Vec<Range<u64>> = batch.iter().map(|c| c.range(self.len)).collect();
         let mut rest = Vec::new();
-        match self.get_multi(&ranges).await {
+        let deadline = self.deadline();
+        match self.get_multi(&ranges, deadline).await {
             Ok(answer) => {
                 for (c, r) in batch.into_iter().zip(&ranges) {
                     match answer.cover(r) {
@@ -136,7 +137,7 @@ impl Inner {
         }
         let left: Vec<_> = rest
             .into_iter()
-            .map(|c| tokio::spawn(self.clone().fetch_one(c)))
+            .map(|c| tokio::spawn(self.clone().fetch_one(c, deadline)))
             .collect();
         for l in left {
             let _ = l.await;
@@ -149,6 +150,25 @@ impl Inner {
     pub(super) async fn get_multi(
         &self,
         ranges: &[Range<u64>],
+        deadline: Instant,
+    ) -> Result<Answer, Option<std::io::Error>> {
+        match tokio::time::timeout_at(deadline.into(), self.get_multi_now(ranges, deadline)).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.count(|s| &s.failures, 1);
+                Err(Some(out_of_time(
+                    &self.url,
+                    "GET of several ranges",
+                    self.bound,
+                )))
+            }
+        }
+    }
+
+    async fn get_multi_now(
+        &self,
+        ranges: &[Range<u64>],
+        deadline: Instant,
     ) -> Result<Answer, Option<std::io::Error>> {
         let Some(m) = &self.multi else {
             return Err(None);
@@ -175,7 +195,7 @@ impl Inner {
         if !m.state.on.load(Ordering::Relaxed) {
             return Err(None);
         }
-        let deadline = Instant::now() + m.retry_total;
+        let deadline = deadline.min(Instant::now() + m.retry_total);
         let mut wait = Duration::from_millis(100);
         // Counted once, as a GET of one range is (its retries show in `net_stats`).
         self.count(|s| &s.gets, 1);
@@ -207,7 +227,12 @@ impl Inner {
                 Err(MultiFail::Again(why)) => {
                     if Instant::now() + wait > deadline {
                         self.count(|s| &s.failures, 1);
-                        return Err(Some(io_err(&self.url, &shown, why)));
+                        return Err(Some(remote_err(
+                            RemoteKind::Exhausted,
+                            &self.url,
+                            &shown,
+                            why,
+                        )));
                     }
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_secs(2));
@@ -257,15 +282,20 @@ impl Inner {
                 return Err(MultiFail::Unsupported(format!("status {status}")))
             }
             MultiStatus::Final => {
-                let why = match status {
+                let (kind, why) = match status {
                     412 => {
                         self.count(|s| &s.changed, 1);
-                        "the object changed since it was mounted (ETag no longer matches)"
-                            .to_string()
+                        (
+                            RemoteKind::Changed,
+                            "the object changed since it was mounted (ETag no longer matches)"
+                                .to_string(),
+                        )
                     }
-                    _ => format!("status {status}"),
+                    401 | 403 => (RemoteKind::Denied, format!("status {status}")),
+                    _ => (RemoteKind::NotFound, format!("status {status}")),
                 };
-                return Err(MultiFail::Final(io_err(
+                return Err(MultiFail::Final(remote_err(
+                    kind,
                     &self.url,
                     "GET of several ranges",
                     why,

@@ -1,13 +1,54 @@
-//! Every HTTP request of the process passes through [`CountingConnector`]: requests by kind,
-//! retries, and latency percentiles ([`net_stats`]).
+//! The HTTP client under every remote request, and what it lets through.
+//!
+//! `object_store` sends its requests through an [`HttpConnector`]; ours ([`CountingConnector`])
+//! builds the `reqwest` client itself, so that it decides three things a hostile or broken
+//! server could otherwise abuse:
+//! - **Redirects.** A request to an S3 store carries credentials (the signature, and with
+//!   temporary credentials an `x-amz-security-token` header that `reqwest` would carry to any
+//!   host it is redirected to), so a store's redirect is never followed: the request fails,
+//!   naming where it was sent. An HTTP(S) source's redirect is followed within the same
+//!   origin (scheme, host and port) and, only with `allow_redirects`, to another one
+//!   (`reqwest` drops `Authorization` and cookies when the host changes); each redirect
+//!   followed is logged once at info level. At most [`MAX_REDIRECTS`] in a row.
+//! - **Encodings.** Every request asks for `Accept-Encoding: identity`, and an answer in
+//!   any other content encoding is a failed request, never data: its bytes are not those of
+//!   the range asked for.
+//! - **Bodies.** A GET of one range answered `200` (the whole object) fails at once, its
+//!   body unread; an error answer's body (which `object_store` reads whole into its message)
+//!   is cut at [`ERROR_BODY`] bytes. The bodies of ranged answers are checked against the
+//!   range by their readers (`object`, `multirange`), and listings by `list`.
+//!
+//! Every request, retries included, is also counted here: requests by kind, retries, and
+//! latency percentiles ([`net_stats`]).
 
+use std::collections::HashSet;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use object_store::client::{
-    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
+    HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse,
+    HttpResponseBody, HttpService,
 };
 use object_store::ClientOptions;
+
+/// Redirects followed in a row, at most.
+pub const MAX_REDIRECTS: usize = 5;
+/// Bytes of an error answer's body kept (the rest is refused).
+pub const ERROR_BODY: u64 = 64 << 10;
+
+/// Which redirects a client follows (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Redirects {
+    /// None: an S3 store's requests carry credentials.
+    Never,
+    /// Within the same scheme, host and port.
+    SameOrigin,
+    /// Anywhere (`allow_redirects`).
+    Any,
+}
 
 // ---------------------------------------------------------------------------------------
 // Every HTTP request of the process, counted where it is sent.
@@ -90,9 +131,9 @@ pub fn net_stats() -> NetStats {
     }
 }
 
-/// Sends requests through `object_store`'s own client, counting them.
+/// Sends requests through our `reqwest` client, counting them and vetting their answers.
 #[derive(Debug)]
-pub(super) struct Counting(HttpClient);
+pub(super) struct Counting(reqwest::Client);
 
 #[async_trait::async_trait]
 impl HttpService for Counting {
@@ -104,8 +145,15 @@ impl HttpService for Counting {
             _ => &NET.others,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        // A GET of one range (not of several: their answers are read by `multirange`,
+        // which takes a 200 for a server that does not serve them).
+        let one_range = req
+            .headers()
+            .get(http::header::RANGE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| !v.contains(','));
         let t = Instant::now();
-        let r = self.0.execute(req).await;
+        let r = HttpService::call(&self.0, req).await;
         NET.latency[bucket_of(t.elapsed())].fetch_add(1, Ordering::Relaxed);
         let failed = match &r {
             Ok(a) => a.status().as_u16() == 429 || a.status().is_server_error(),
@@ -114,17 +162,176 @@ impl HttpService for Counting {
         if failed {
             NET.errors.fetch_add(1, Ordering::Relaxed);
         }
-        r
+        vet(r?, one_range)
     }
 }
 
+/// A refused answer (see the module docs), as the cause of an [`HttpError`].
 #[derive(Debug)]
-pub(super) struct CountingConnector;
+pub(super) struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// An error that `object_store` does not retry: the answer itself is wrong.
+fn refused(why: String) -> HttpError {
+    HttpError::new(HttpErrorKind::Decode, Refused(why))
+}
+
+/// The answer `a` as it may reach `object_store`, or why it may not (see the module docs).
+fn vet(a: HttpResponse, one_range: bool) -> Result<HttpResponse, HttpError> {
+    if let Some(enc) = a.headers().get(http::header::CONTENT_ENCODING) {
+        let enc = String::from_utf8_lossy(enc.as_bytes())
+            .trim()
+            .to_ascii_lowercase();
+        if !enc.is_empty() && enc != "identity" {
+            return Err(refused(format!(
+                "the answer came with Content-Encoding: {}, not the bytes asked for",
+                super::error::one_line(&enc)
+            )));
+        }
+    }
+    let status = a.status().as_u16();
+    if one_range && status == 200 {
+        return Err(refused(
+            "the server ignored the range asked for (it answered 200 with the whole object)"
+                .to_string(),
+        ));
+    }
+    if status < 300 {
+        return Ok(a);
+    }
+    let (parts, body) = a.into_parts();
+    let body = Capped {
+        inner: body,
+        left: ERROR_BODY,
+    };
+    Ok(HttpResponse::from_parts(parts, HttpResponseBody::new(body)))
+}
+
+/// A body cut at `left` bytes: more is an error.
+struct Capped {
+    inner: HttpResponseBody,
+    left: u64,
+}
+
+impl http_body::Body for Capped {
+    type Data = bytes::Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, HttpError>>> {
+        let frame = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &frame {
+            let n = f.data_ref().map_or(0, |d| d.len() as u64);
+            if n > self.left {
+                self.left = 0;
+                return Poll::Ready(Some(Err(refused(format!(
+                    "an error answer longer than {ERROR_BODY} bytes"
+                )))));
+            }
+            self.left -= n;
+        }
+        frame
+    }
+}
+
+/// The connector of every store and client of ours (see the module docs).
+#[derive(Debug)]
+pub(super) struct CountingConnector {
+    /// Longest one request may take, its body included (also to connect).
+    pub timeout: Duration,
+    pub redirects: Redirects,
+}
 
 impl HttpConnector for CountingConnector {
-    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
-        Ok(HttpClient::new(Counting(
-            ReqwestConnector::default().connect(options)?,
-        )))
+    fn connect(&self, _options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::ACCEPT_ENCODING,
+            http::HeaderValue::from_static("identity"),
+        );
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("h5mount/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers)
+            .timeout(self.timeout)
+            .connect_timeout(self.timeout)
+            .no_gzip()
+            .no_brotli()
+            .no_zstd()
+            .no_deflate()
+            .redirect(policy(self.redirects))
+            .build()
+            .map_err(|e| object_store::Error::Generic {
+                store: "HTTP",
+                source: Box::new(e),
+            })?;
+        Ok(HttpClient::new(Counting(client)))
     }
+}
+
+/// Whether `a` and `b` have the same scheme, host and port.
+fn same_origin(a: &url::Url, b: &url::Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
+}
+
+/// `u` without user-info, query or fragment (what a log line may show of it).
+fn shown(u: &url::Url) -> String {
+    let mut u = u.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.set_query(None);
+    u.set_fragment(None);
+    u.to_string()
+}
+
+/// The redirect policy for `r` (see the module docs).
+fn policy(r: Redirects) -> reqwest::redirect::Policy {
+    // Each redirect followed is logged once (per pair of origins), however often it recurs.
+    let logged: Arc<Mutex<HashSet<String>>> = Arc::default();
+    reqwest::redirect::Policy::custom(move |attempt| {
+        let to = attempt.url().clone();
+        let Some(from) = attempt.previous().last().cloned() else {
+            return attempt.stop();
+        };
+        if attempt.previous().len() > MAX_REDIRECTS {
+            return attempt.error(Refused(format!(
+                "more than {MAX_REDIRECTS} redirects in a row (the last to {})",
+                shown(&to)
+            )));
+        }
+        let follow = match r {
+            Redirects::Never => {
+                return attempt.error(Refused(format!(
+                    "the store answered with a redirect to {}: requests to an S3 store are \
+                     never sent elsewhere (check --endpoint and --region)",
+                    shown(&to)
+                )))
+            }
+            Redirects::SameOrigin => same_origin(&from, &to),
+            Redirects::Any => true,
+        };
+        if !follow {
+            return attempt.error(Refused(format!(
+                "the server answered with a redirect to {}, another origin: not followed \
+                 (-o allow_redirects follows it)",
+                shown(&to)
+            )));
+        }
+        let pair = format!("{} -> {}", from.origin().ascii_serialization(), shown(&to));
+        let mut seen = crate::sync::lock(&logged);
+        if seen.len() < 1024 && seen.insert(pair) {
+            log::info!("{}: redirected to {}", shown(&from), shown(&to));
+        }
+        attempt.follow()
+    })
 }

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use object_store::path::Path as StorePath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
@@ -12,9 +13,10 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use super::super::pages::{Claim, Class, PageCache, PAGE};
 use super::super::source::{ByteSource, DataHint, RequestCounts};
 use super::context::{
-    counts_of, object_number, runtime, shared_pages, RemoteStats, REQUESTS, TOTALS,
+    block_on_bounded, counts_of, object_number, runtime, shared_pages, RemoteStats, REQUESTS,
+    TOTALS,
 };
-use super::error::{bad_url, classify, io_err};
+use super::error::{bad_url, classify, io_err, out_of_time, remote_err, RemoteKind};
 use super::multirange::Multi;
 use super::origin::RemoteOrigin;
 use super::readahead::Stream;
@@ -41,6 +43,9 @@ pub(super) struct Inner {
     pub(super) meta_unit: AtomicU64,
     pub(super) streams: Mutex<VecDeque<Stream>>,
     pub(super) stats: RemoteStats,
+    /// The longest a request may take, retries included: the retry bound and one request's
+    /// timeout.
+    pub(super) bound: Duration,
 }
 
 /// A remote object (see the module docs).
@@ -64,11 +69,37 @@ impl Inner {
         pick(&TOTALS).fetch_add(n, Ordering::Relaxed);
     }
 
+    /// The time a request may take, retries included: the retry bound and one request's
+    /// timeout. A read never waits longer for its bytes (see [`Inner::get_each`]).
+    pub(super) fn deadline(&self) -> Instant {
+        Instant::now() + self.bound
+    }
+
     /// One ranged GET (with `If-Match`), once a request slot is free: the answer's bytes go to
-    /// `each` as they arrive (which may refuse them: the answer is then in error).
+    /// `each` as they arrive (which may refuse them: the answer is then in error). Fails at
+    /// `deadline` wherever it is then: waiting for a slot, retrying, or reading the body.
     pub(super) async fn get_each(
         &self,
         range: Range<u64>,
+        deadline: Instant,
+        each: impl FnMut(&[u8]) -> Result<(), String>,
+    ) -> std::io::Result<()> {
+        let shown = format!("GET bytes {}-{}", range.start, range.end.saturating_sub(1));
+        let got =
+            tokio::time::timeout_at(deadline.into(), self.get_each_now(range, &shown, each)).await;
+        match got {
+            Ok(r) => r,
+            Err(_) => {
+                self.count(|s| &s.failures, 1);
+                Err(out_of_time(&self.url, &shown, self.bound))
+            }
+        }
+    }
+
+    async fn get_each_now(
+        &self,
+        range: Range<u64>,
+        shown: &str,
         mut each: impl FnMut(&[u8]) -> Result<(), String>,
     ) -> std::io::Result<()> {
         use futures_util::StreamExt;
@@ -77,7 +108,6 @@ impl Inner {
             .await
             .map_err(|e| io_err(&self.url, "GET", e))?;
         let want = range.end - range.start;
-        let shown = format!("GET bytes {}-{}", range.start, range.end.saturating_sub(1));
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range)),
             if_match: self.etag.clone(),
@@ -85,18 +115,16 @@ impl Inner {
         };
         self.count(|s| &s.gets, 1);
         log::debug!("{}: {shown}", self.url);
-        let fail = |why: String| {
+        let refuse = |why: String| {
             self.count(|s| &s.failures, 1);
-            io_err(&self.url, &shown, why)
+            remote_err(RemoteKind::Refused, &self.url, shown, why)
         };
         let failed = |e: object_store::Error| {
-            fail(match e {
-                object_store::Error::Precondition { .. } => {
-                    self.count(|s| &s.changed, 1);
-                    "the object changed since it was mounted (ETag no longer matches)".to_string()
-                }
-                e => e.to_string(),
-            })
+            self.count(|s| &s.failures, 1);
+            if matches!(e, object_store::Error::Precondition { .. }) {
+                self.count(|s| &s.changed, 1);
+            }
+            classify(&self.url, shown, e)
         };
         let mut stream = match self.store.get_opts(&self.path, opts).await {
             Ok(r) => r.into_stream(),
@@ -107,23 +135,27 @@ impl Inner {
             let piece = piece.map_err(failed)?;
             got += piece.len() as u64;
             if got > want {
-                return Err(fail(format!(
+                return Err(refuse(format!(
                     "more than the {want} bytes asked for in the answer"
                 )));
             }
-            each(&piece).map_err(fail)?;
+            each(&piece).map_err(refuse)?;
         }
         if got != want {
-            return Err(fail(format!("{got} bytes in the answer")));
+            return Err(refuse(format!("{got} bytes in the answer")));
         }
         self.count(|s| &s.bytes, want);
         Ok(())
     }
 
     /// One ranged GET (with `If-Match`), once a request slot is free.
-    pub(super) async fn get_one(&self, range: Range<u64>) -> std::io::Result<Vec<u8>> {
+    pub(super) async fn get_one(
+        &self,
+        range: Range<u64>,
+        deadline: Instant,
+    ) -> std::io::Result<Vec<u8>> {
         let mut out = Vec::with_capacity((range.end - range.start) as usize);
-        self.get_each(range, |b| {
+        self.get_each(range, deadline, |b| {
             out.extend_from_slice(b);
             Ok(())
         })
@@ -132,16 +164,22 @@ impl Inner {
     }
 
     /// The bytes of `range`: one GET, or parallel GETs of [`PART`] bytes for a long range.
-    pub(super) async fn get(self: Arc<Self>, range: Range<u64>) -> std::io::Result<Vec<u8>> {
+    pub(super) async fn get(
+        self: Arc<Self>,
+        range: Range<u64>,
+        deadline: Instant,
+    ) -> std::io::Result<Vec<u8>> {
         if range.end - range.start <= PART {
-            return self.get_one(range).await;
+            return self.get_one(range, deadline).await;
         }
         let mut parts = Vec::new();
         let mut at = range.start;
         while at < range.end {
             let end = (at + PART).min(range.end);
             let me = self.clone();
-            parts.push(tokio::spawn(async move { me.get_one(at..end).await }));
+            parts.push(tokio::spawn(
+                async move { me.get_one(at..end, deadline).await },
+            ));
             at = end;
         }
         let mut out = Vec::with_capacity((range.end - range.start) as usize);
@@ -187,7 +225,7 @@ impl Inner {
             let mut b = std::mem::take(batch);
             if b.len() == 1 {
                 // One run: an ordinary GET, through object_store.
-                rt.spawn(me.fetch_one(b.remove(0)));
+                rt.spawn(me.fetch_one(b.remove(0), self.deadline()));
             } else {
                 rt.spawn(me.fetch_batch(b));
             }
@@ -204,7 +242,7 @@ impl Inner {
                 continue;
             }
             sent += 1;
-            rt.spawn(self.clone().fetch_one(c));
+            rt.spawn(self.clone().fetch_one(c, self.deadline()));
         }
         flush(&mut batch, &mut sent);
         sent
@@ -212,10 +250,10 @@ impl Inner {
 
     /// Fetch the pages of claim `c` with one GET of one range, each page kept (and its
     /// readers woken) as its bytes arrive.
-    pub(super) async fn fetch_one(self: Arc<Self>, c: Claim) {
+    pub(super) async fn fetch_one(self: Arc<Self>, c: Claim, deadline: Instant) {
         let range = c.range(self.len);
         let mut fill = self.pages.filling(c, self.len);
-        let got = self.get_each(range, |b| fill.push(b)).await;
+        let got = self.get_each(range, deadline, |b| fill.push(b)).await;
         fill.finish(got);
     }
 }
@@ -258,6 +296,7 @@ impl Remote {
                 meta_unit: AtomicU64::new(0),
                 streams: Mutex::new(VecDeque::new()),
                 stats: RemoteStats::default(),
+                bound: opts.retry_total.saturating_add(opts.request_timeout),
             }),
         }
     }
@@ -314,7 +353,8 @@ impl Remote {
             end = end.div_ceil(unit).saturating_mul(unit);
         }
         let end = end.min(len);
-        let mut got = runtime()?.block_on(self.inner.clone().get(from..end))?;
+        let deadline = self.inner.deadline();
+        let mut got = runtime()?.block_on(self.inner.clone().get(from..end, deadline))?;
         if from < start {
             let head = (start - from) as usize;
             self.inner
@@ -403,7 +443,7 @@ impl ByteSource for Remote {
         let n = MULTI_RANGES as u64;
         let ranges: Vec<Range<u64>> = (0..n).map(|i| i * (len / n)).map(|a| a..a + 1).collect();
         if let Ok(rt) = runtime() {
-            let _ = rt.block_on(self.inner.get_multi(&ranges));
+            let _ = rt.block_on(self.inner.get_multi(&ranges, self.inner.deadline()));
         }
     }
 
@@ -414,9 +454,13 @@ impl ByteSource for Remote {
     }
 
     fn current_identity(&self) -> Option<std::io::Result<String>> {
-        let r = runtime().and_then(|rt| {
-            rt.block_on(self.inner.store.head(&self.inner.path))
-                .map_err(|e| classify(&self.inner.url, "HEAD", e))
+        let inner = &self.inner;
+        let r = block_on_bounded(inner.bound, &inner.url, "HEAD", async {
+            inner
+                .store
+                .head(&inner.path)
+                .await
+                .map_err(|e| classify(&inner.url, "HEAD", e))
         });
         self.inner.count(|s| &s.heads, 1);
         Some(r.map(|m| identity_of(&self.inner.url, m.size, m.e_tag.as_deref())))

@@ -7,10 +7,10 @@ use object_store::path::Path as StorePath;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt};
 
 use super::super::source::{ByteSource, Opener, OriginEntry};
-use super::context::runtime;
+use super::context::{block_on_bounded, runtime};
 use super::error::{bad_url, classify};
 use super::multirange::{Multi, MultiState};
-use super::net::CountingConnector;
+use super::net::{CountingConnector, Redirects};
 use super::object::Remote;
 use super::RemoteOptions;
 
@@ -42,6 +42,20 @@ pub(super) fn client_options(opts: &RemoteOptions) -> ClientOptions {
         .with_allow_http(true)
 }
 
+/// The connector of the origin `base`: no redirect for a store, the same origin (or any,
+/// when allowed) for an HTTP server.
+pub(super) fn connector(base: &str, opts: &RemoteOptions) -> CountingConnector {
+    let redirects = match (base.starts_with("s3://"), opts.allow_redirects) {
+        (true, _) => Redirects::Never,
+        (false, false) => Redirects::SameOrigin,
+        (false, true) => Redirects::Any,
+    };
+    CountingConnector {
+        timeout: opts.request_timeout,
+        redirects,
+    }
+}
+
 /// The store of the origin `base` (`s3://bucket` or `http(s)://host`).
 pub(super) fn store_for(base: &str, opts: &RemoteOptions) -> std::io::Result<Arc<dyn ObjectStore>> {
     let retry = object_store::RetryConfig {
@@ -54,7 +68,7 @@ pub(super) fn store_for(base: &str, opts: &RemoteOptions) -> std::io::Result<Arc
             .with_bucket_name(bucket)
             .with_client_options(client)
             .with_retry(retry)
-            .with_http_connector(CountingConnector)
+            .with_http_connector(connector(base, opts))
             .with_virtual_hosted_style_request(opts.virtual_hosted)
             .with_skip_signature(opts.no_sign);
         if let Some(c) = &opts.credentials {
@@ -78,7 +92,7 @@ pub(super) fn store_for(base: &str, opts: &RemoteOptions) -> std::io::Result<Arc
         .with_url(base)
         .with_client_options(client)
         .with_retry(retry)
-        .with_http_connector(CountingConnector)
+        .with_http_connector(connector(base, opts))
         .build()
         .map_err(|e| bad_url(base, &e.to_string()))?;
     Ok(Arc::new(store))
@@ -119,7 +133,7 @@ impl RemoteOrigin {
         let multi = match base.starts_with("s3://") {
             true => None,
             false => {
-                let client = CountingConnector
+                let client = connector(base, opts)
                     .connect(&client_options(opts))
                     .map_err(|e| bad_url(base, &e.to_string()))?;
                 let url = url::Url::parse(base).map_err(|e| bad_url(base, &e.to_string()))?;
@@ -136,6 +150,13 @@ impl RemoteOrigin {
             }),
             path.to_string(),
         ))
+    }
+
+    /// The longest one request may take, retries included.
+    fn bound(&self) -> std::time::Duration {
+        self.opts
+            .retry_total
+            .saturating_add(self.opts.request_timeout)
     }
 
     /// `https://host` or `s3://bucket`.
@@ -176,9 +197,12 @@ impl RemoteOrigin {
                 &self.opts,
             ));
         }
-        let meta = runtime()?
-            .block_on(self.store.head(&key))
-            .map_err(|e| classify(&url, "HEAD", e))?;
+        let meta = block_on_bounded(self.bound(), &url, "HEAD", async {
+            self.store
+                .head(&key)
+                .await
+                .map_err(|e| classify(&url, "HEAD", e))
+        })?;
         let r = Remote::with_meta(
             self.store.clone(),
             self.multi(&key),
