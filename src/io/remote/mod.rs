@@ -101,6 +101,7 @@ pub const RA_FIRST: u64 = 128 << 10;
 
 mod context;
 mod error;
+mod list;
 mod multirange;
 mod net;
 mod object;
@@ -117,6 +118,9 @@ pub use origin::RemoteOrigin;
 
 use std::time::Duration;
 
+/// Entries of one directory of a bucket listed at most, unless `--list-max-keys` says.
+pub const DEFAULT_LIST_MAX_KEYS: usize = 50_000;
+
 /// How to reach a remote object.
 #[derive(Clone, Debug)]
 pub struct RemoteOptions {
@@ -131,6 +135,8 @@ pub struct RemoteOptions {
     /// Follow an HTTP(S) server's redirects to other origins too (`--allow-redirects`); a
     /// store's redirects are never followed.
     pub allow_redirects: bool,
+    /// Entries of one directory of a bucket listed at most (`--list-max-keys`).
+    pub list_max_keys: usize,
     /// Static credentials (from `--profile`); default: the standard AWS sources.
     pub credentials: Option<Credentials>,
     /// Longest one request may take (`--request-timeout`).
@@ -168,6 +174,7 @@ impl Default for RemoteOptions {
             no_sign: false,
             virtual_hosted: false,
             allow_redirects: false,
+            list_max_keys: DEFAULT_LIST_MAX_KEYS,
             credentials: None,
             request_timeout: Duration::from_secs(10),
             retry_total: Duration::from_secs(30),

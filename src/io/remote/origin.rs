@@ -7,12 +7,14 @@ use object_store::path::Path as StorePath;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt};
 
 use super::super::source::{ByteSource, Opener, OriginEntry};
-use super::context::{block_on_bounded, runtime};
-use super::error::{bad_url, classify};
+use super::context::block_on_bounded;
+use super::error::{bad_url, classify, remote_err, RemoteKind};
+use super::list::Lister;
 use super::multirange::{Multi, MultiState};
 use super::net::{CountingConnector, Redirects};
 use super::object::Remote;
 use super::RemoteOptions;
+use object_store::aws::AmazonS3ConfigKey;
 
 /// `url` split into its origin (`https://host`, `s3://bucket`) and its path (`/dir/f.h5`; `/`
 /// for a whole bucket). An HTTP URL must have a path.
@@ -56,8 +58,29 @@ pub(super) fn connector(base: &str, opts: &RemoteOptions) -> CountingConnector {
     }
 }
 
-/// The store of the origin `base` (`s3://bucket` or `http(s)://host`).
-pub(super) fn store_for(base: &str, opts: &RemoteOptions) -> std::io::Result<Arc<dyn ObjectStore>> {
+/// Whether the standard AWS sources can hold no credentials: none given, none in the
+/// environment, and the instance metadata turned off (`AWS_EC2_METADATA_DISABLED`).
+fn surely_no_credentials(opts: &RemoteOptions) -> bool {
+    let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    opts.credentials.is_none()
+        && !opts.no_sign
+        && ![
+            "AWS_ACCESS_KEY_ID",
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        ]
+        .iter()
+        .any(|k| set(k))
+        && std::env::var("AWS_EC2_METADATA_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// The store of the origin `base` (`s3://bucket` or `http(s)://host`), and for a bucket how
+/// to list it.
+pub(super) fn store_for(
+    base: &str,
+    opts: &RemoteOptions,
+) -> std::io::Result<(Arc<dyn ObjectStore>, Option<Lister>)> {
     let retry = object_store::RetryConfig {
         retry_timeout: opts.retry_total,
         ..Default::default()
@@ -85,8 +108,37 @@ pub(super) fn store_for(base: &str, opts: &RemoteOptions) -> std::io::Result<Arc
         if let Some(r) = &opts.region {
             b = b.with_region(r.clone());
         }
-        let store = b.build().map_err(|e| bad_url(base, &e.to_string()))?;
-        return Ok(Arc::new(store));
+        if surely_no_credentials(opts) {
+            return Err(remote_err(
+                RemoteKind::Denied,
+                base,
+                "credentials",
+                "no credentials found (no --profile, no AWS_ACCESS_KEY_ID, web identity or \
+                 container credentials, and AWS_EC2_METADATA_DISABLED is set): give them, or \
+                 --no-sign-request for a public bucket",
+            ));
+        }
+        let get = |k| b.get_config_value(&k);
+        let region = get(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".into());
+        let bucket_url = match (get(AmazonS3ConfigKey::Endpoint), opts.virtual_hosted) {
+            (Some(e), true) => e.trim_end_matches('/').to_string(),
+            (Some(e), false) => format!("{}/{bucket}", e.trim_end_matches('/')),
+            (None, true) => format!("https://{bucket}.s3.{region}.amazonaws.com"),
+            (None, false) => format!("https://s3.{region}.amazonaws.com/{bucket}"),
+        };
+        let store = Arc::new(b.build().map_err(|e| bad_url(base, &e.to_string()))?);
+        let lister = Lister {
+            client: connector(base, opts)
+                .connect(&client_options(opts))
+                .map_err(|e| bad_url(base, &e.to_string()))?,
+            bucket_url,
+            base: base.to_string(),
+            store: (!opts.no_sign).then(|| store.clone()),
+            region,
+            max_keys: opts.list_max_keys.max(1),
+            bound: opts.retry_total.saturating_add(opts.request_timeout),
+        };
+        return Ok((store, Some(lister)));
     }
     let store = object_store::http::HttpBuilder::new()
         .with_url(base)
@@ -95,7 +147,7 @@ pub(super) fn store_for(base: &str, opts: &RemoteOptions) -> std::io::Result<Arc
         .with_http_connector(connector(base, opts))
         .build()
         .map_err(|e| bad_url(base, &e.to_string()))?;
-    Ok(Arc::new(store))
+    Ok((Arc::new(store), None))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -106,6 +158,8 @@ pub(super) fn store_for(base: &str, opts: &RemoteOptions) -> std::io::Result<Arc
 /// listing described are opened without a request (their size and ETag are known).
 pub struct RemoteOrigin {
     store: Arc<dyn ObjectStore>,
+    /// For a bucket: how to list it ([`super::list`]).
+    lister: Option<Lister>,
     /// For an HTTP server: a client of its own for GETs of several ranges, the base URL, and
     /// whether the server answers them with parts (see [`Multi`]).
     multi: Option<(HttpClient, url::Url, Arc<MultiState>)>,
@@ -140,9 +194,11 @@ impl RemoteOrigin {
                 Some((client, url, MultiState::new()))
             }
         };
+        let (store, lister) = store_for(base, opts)?;
         Ok((
             Arc::new(RemoteOrigin {
-                store: store_for(base, opts)?,
+                store,
+                lister,
                 multi,
                 base: base.to_string(),
                 opts: opts.clone(),
@@ -202,7 +258,8 @@ impl RemoteOrigin {
                 .head(&key)
                 .await
                 .map_err(|e| classify(&url, "HEAD", e))
-        })?;
+        })
+        .map_err(|e| self.why_missing(path, e))?;
         let r = Remote::with_meta(
             self.store.clone(),
             self.multi(&key),
@@ -216,6 +273,29 @@ impl RemoteOrigin {
         Ok(r)
     }
 
+    /// `e`, the error of a HEAD of `path`, said better where a listing can tell more: a
+    /// missing bucket, or a key that is a prefix (`s3://bucket/run` for `run/`).
+    fn why_missing(&self, path: &str, e: std::io::Error) -> std::io::Error {
+        let (Some(lister), Some(RemoteKind::NotFound)) = (&self.lister, RemoteKind::of(&e)) else {
+            return e;
+        };
+        let dir = path.trim_matches('/');
+        let probe = block_on_bounded(lister.bound, &self.url(path), "LIST", lister.list(dir, 1));
+        match probe {
+            Ok(l) if !l.is_empty() => remote_err(
+                RemoteKind::NotFound,
+                &self.url(path),
+                "HEAD",
+                format!(
+                    "no such object, but a prefix: mount {}/{dir}/ (with the trailing slash)",
+                    self.base
+                ),
+            ),
+            Err(p) if p.to_string().contains("no such bucket") => p,
+            _ => e,
+        }
+    }
+
     /// What the directory `path` of a bucket holds, sorted by name: ListObjectsV2 with a `/`
     /// delimiter (one request per 1,000 keys), sent now.
     pub fn list_now(&self, path: &str) -> std::io::Result<Vec<OriginEntry>> {
@@ -225,37 +305,17 @@ impl RemoteOrigin {
                 format!("{}: only s3:// prefixes can be listed", self.url(path)),
             ));
         }
-        let dir = path.trim_matches('/');
-        let url = match dir {
-            "" => format!("{}/", self.base),
-            d => format!("{}/{d}/", self.base),
+        let Some(lister) = &self.lister else {
+            return Err(bad_url(&self.url(path), "no listing for this store"));
         };
-        let prefix = (!dir.is_empty()).then(|| StorePath::from(dir));
-        let got = runtime()?
-            .block_on(self.store.list_with_delimiter(prefix.as_ref()))
-            .map_err(|e| classify(&url, "LIST", e))?;
-        let name = |p: &StorePath| p.filename().map(str::to_string);
-        let dirs = got.common_prefixes.iter().filter_map(|p| {
-            Some(OriginEntry {
-                name: name(p)?,
-                dir: true,
-                size: 0,
-                modified: 0,
-                etag: None,
-            })
-        });
-        let objects = got.objects.iter().filter_map(|o| {
-            Some(OriginEntry {
-                name: name(&o.location)?,
-                dir: false,
-                size: o.size,
-                modified: o.last_modified.timestamp(),
-                etag: o.e_tag.clone(),
-            })
-        });
-        let mut out: Vec<OriginEntry> = dirs.chain(objects).collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        let dir = path.trim_matches('/');
+        let shown = format!("{}/{dir}", self.base);
+        block_on_bounded(
+            lister.bound,
+            &shown,
+            "LIST",
+            lister.list(dir, lister.max_keys),
+        )
     }
 }
 

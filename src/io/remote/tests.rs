@@ -38,7 +38,7 @@ fn sources_that_are_remote() {
 fn unreached(len: u64) -> Remote {
     let opts = RemoteOptions::default();
     let url = "http://127.0.0.1:1/f.h5";
-    let store = store_for("http://127.0.0.1:1", &opts).unwrap();
+    let store = store_for("http://127.0.0.1:1", &opts).unwrap().0;
     Remote::with_meta(store, None, StorePath::from("f.h5"), url, len, None, &opts)
 }
 
