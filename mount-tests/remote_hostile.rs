@@ -173,15 +173,14 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 /// /stream fails with EIO, never giving other bytes; each mount's log.
 fn data_answers_fail_the_read(
     what: &str,
-    fault: impl Fn(&Request, Response) -> Response + Send + Sync + Clone + 'static,
+    fault: impl Fn(&Request, Response) -> Response + Send + Sync + 'static,
 ) -> Vec<(String, Env, Vec<Logged>)> {
     let fx = StreamFile::load();
     let s = stream_server(&fx);
-    let f = fault.clone();
     s.set_fault(move |r, st| {
         let normal = st.answer(r);
         match past_first_get(r) {
-            true => Reply::Send(f(r, normal)),
+            true => Reply::Send(fault(r, normal)),
             false => Reply::Send(normal),
         }
     });
