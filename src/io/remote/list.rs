@@ -145,7 +145,7 @@ impl Lister {
     /// One page of the listing of `prefix`, from `token`.
     async fn page(&self, prefix: &str, token: Option<&str>, shown: &str) -> std::io::Result<Page> {
         use futures_util::StreamExt;
-        let mut url = url::Url::parse(&format!("{}/", self.bucket_url))
+        let mut url = url::Url::parse(&self.bucket_url)
             .map_err(|e| remote_err(RemoteKind::Invalid, shown, "LIST", e))?;
         {
             let mut q = url.query_pairs_mut();
