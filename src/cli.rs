@@ -4,12 +4,18 @@
 //! them); `h5mount inspect FILE [PATH]` lists. The form
 //! `h5mount FILE DIR -o opt,...` is what `mount.fuse3` runs for `mount -t fuse.h5mount` and
 //! `/etc/fstab` lines, so `-o` takes the same options as the fstab options field.
+//!
+//! The options of a remote source are declared once ([`RemoteArgs`]) and flattened into
+//! both commands. Every value goes through the parser of its option (in `config`) whether
+//! it comes as a flag or as `-o name=value`; a refused value is one line on stderr naming
+//! the option, the value (a URL's user-info hidden) and what is wrong, and exit status 2.
 
 use std::path::PathBuf;
 
-use clap::{ArgAction, Parser, Subcommand};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{ArgAction, Args, Parser, Subcommand};
 
-use crate::config::{self, Config};
+use crate::config::{self, remote, Config, RemoteConfig};
 
 /// What the user asked for.
 pub enum Command {
@@ -17,6 +23,7 @@ pub enum Command {
     Inspect {
         file: PathBuf,
         path: Option<String>,
+        remote: RemoteConfig,
     },
     /// Write the man page and shell completions into a directory (packaging).
     GenerateDocs(PathBuf),
@@ -91,8 +98,8 @@ struct Cli {
     #[arg(short, long, help_heading = "Process")]
     foreground: bool,
 
-    /// Bytes of decoded chunks to cache (K, M, G suffixes) [default: 256M].
-    #[arg(long, value_name = "SIZE", value_parser = config::parse_size, help_heading = "Performance")]
+    /// Bytes of decoded chunks to cache (K, M, G, T suffixes; at most 16T) [default: 256M].
+    #[arg(long, value_name = "SIZE", value_parser = config::parse_cache_size, help_heading = "Performance")]
     cache_size: Option<u64>,
 
     /// Worker threads serving requests [default: 4; 16 for a remote source].
@@ -110,27 +117,8 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = config::parse_max_open_files, help_heading = "Performance")]
     max_open_files: Option<usize>,
 
-    /// S3 endpoint of an S3-compatible store, e.g. http://127.0.0.1:8333 (-o endpoint=URL)
-    /// [default: AWS].
-    #[arg(long, value_name = "URL", help_heading = "Remote sources")]
-    endpoint: Option<String>,
-
-    /// S3 region (-o region=NAME) [default: AWS_REGION, else us-east-1].
-    #[arg(long, value_name = "NAME", help_heading = "Remote sources")]
-    region: Option<String>,
-
-    /// Credentials (and region, endpoint) of this named profile of ~/.aws/credentials and
-    /// ~/.aws/config (-o profile=NAME) [default: the AWS environment variables, web identity,
-    /// container and instance metadata].
-    #[arg(long, value_name = "NAME", help_heading = "Remote sources")]
-    profile: Option<String>,
-    /// Send unsigned requests, for public buckets (-o no_sign_request).
-    #[arg(long, help_heading = "Remote sources")]
-    no_sign_request: bool,
-
-    /// Address buckets as BUCKET.HOST rather than HOST/BUCKET (-o virtual_hosted).
-    #[arg(long, help_heading = "Remote sources")]
-    virtual_hosted: bool,
+    #[command(flatten)]
+    remote: RemoteArgs,
 
     /// Do not list a remote file's root group in the background once the mount is ready
     /// (its links, its children's headers, its child groups' listings), nor ask an HTTP
@@ -138,15 +126,6 @@ struct Cli {
     /// (-o no_warm_up).
     #[arg(long, help_heading = "Remote sources")]
     no_warm_up: bool,
-
-    /// Longest one request may take, in seconds (-o request_timeout=S) [default: 10].
-    #[arg(long, value_name = "SECONDS", value_parser = |v: &str| config::parse_seconds("request_timeout", v), help_heading = "Remote sources")]
-    request_timeout: Option<std::time::Duration>,
-
-    /// Longest a read may spend retrying failed requests, in seconds (-o retry_timeout=S)
-    /// [default: 30].
-    #[arg(long, value_name = "SECONDS", value_parser = |v: &str| config::parse_seconds("retry_timeout", v), help_heading = "Remote sources")]
-    retry_timeout: Option<std::time::Duration>,
 
     /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = ArgAction::Count, help_heading = "Logging")]
@@ -162,14 +141,78 @@ struct Cli {
     daemon_child: bool,
 }
 
+/// How to reach a remote source: one declaration of each option, for mounting and for
+/// `inspect` (the `-o` forms are parsed in `config` by the same functions).
+#[derive(Args, Debug)]
+struct RemoteArgs {
+    /// S3 endpoint of an S3-compatible store: an http:// or https:// URL, e.g.
+    /// http://127.0.0.1:8333 (-o endpoint=URL) [default: AWS].
+    #[arg(long, value_name = "URL", value_parser = remote::parse_endpoint, help_heading = "Remote sources")]
+    endpoint: Option<String>,
+
+    /// S3 region: a-z, 0-9 and '-' (-o region=NAME) [default: AWS_REGION, else us-east-1].
+    #[arg(long, value_name = "NAME", value_parser = remote::parse_region, help_heading = "Remote sources")]
+    region: Option<String>,
+
+    /// Credentials (and region, endpoint) of this named profile of ~/.aws/credentials and
+    /// ~/.aws/config (-o profile=NAME) [default: the AWS environment variables, web identity,
+    /// container and instance metadata].
+    #[arg(long, value_name = "NAME", value_parser = remote::parse_profile, help_heading = "Remote sources")]
+    profile: Option<String>,
+
+    /// Send unsigned requests, for public buckets (-o no_sign_request).
+    #[arg(long, help_heading = "Remote sources")]
+    no_sign_request: bool,
+
+    /// Address buckets as BUCKET.HOST rather than HOST/BUCKET (-o virtual_hosted).
+    #[arg(long, help_heading = "Remote sources")]
+    virtual_hosted: bool,
+
+    /// Longest one request may take, in seconds from 0.1 to 3600 (-o request_timeout=S)
+    /// [default: 10].
+    #[arg(long, value_name = "SECONDS", value_parser = remote::parse_seconds, help_heading = "Remote sources")]
+    request_timeout: Option<std::time::Duration>,
+
+    /// Longest a read may spend retrying failed requests, in seconds from 0.1 to 3600
+    /// (-o retry_timeout=S) [default: 30].
+    #[arg(long, value_name = "SECONDS", value_parser = remote::parse_seconds, help_heading = "Remote sources")]
+    retry_timeout: Option<std::time::Duration>,
+}
+
+impl RemoteArgs {
+    /// Set in `c` what was given (flags win over `-o`, which `c` may hold already).
+    fn apply(self, c: &mut RemoteConfig) {
+        if self.endpoint.is_some() {
+            c.endpoint = self.endpoint;
+        }
+        if self.region.is_some() {
+            c.region = self.region;
+        }
+        if self.profile.is_some() {
+            c.profile = self.profile;
+        }
+        c.no_sign_request |= self.no_sign_request;
+        c.virtual_hosted |= self.virtual_hosted;
+        if let Some(t) = self.request_timeout {
+            c.request_timeout = t;
+        }
+        if let Some(t) = self.retry_timeout {
+            c.retry_timeout = t;
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Sub {
     /// Print the tree of objects with types, shapes, layouts and attributes.
     Inspect {
-        /// HDF5 file.
+        /// HDF5 file, or a remote object (s3://BUCKET/KEY, https://HOST/PATH,
+        /// http://HOST/PATH).
         file: PathBuf,
         /// Object to start at [default: /].
         path: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
     },
     /// Write the man page (h5mount.1) and the bash, zsh and fish completions into DIR
     /// (packaging/build-deb runs it).
@@ -183,10 +226,19 @@ pub fn command() -> clap::Command {
     Cli::command()
 }
 
-/// Parse the process arguments. Usage errors print clap's message and exit 2; invalid `-o`
-/// options print one line and exit 2.
+/// Parse the process arguments. A refused value prints one line and exits 2; other usage
+/// errors print clap's message (with its hints) and exit 2.
 pub fn parse() -> Command {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match refused_value(&e) {
+            Some(msg) => {
+                eprintln!("h5mount: {msg}");
+                std::process::exit(2);
+            }
+            None => e.exit(),
+        },
+    };
     match into_command(cli) {
         Ok(c) => c,
         Err(msg) => {
@@ -196,9 +248,38 @@ pub fn parse() -> Command {
     }
 }
 
+/// A value refused by its option's parser as one line (`--threads "0": expected 1 to 64`),
+/// or `None` for other errors.
+fn refused_value(e: &clap::Error) -> Option<String> {
+    if e.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let why = std::error::Error::source(e)?;
+    let text = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    // The argument as clap names it: `--threads <N>`.
+    let arg = text(ContextKind::InvalidArg)?;
+    let arg = arg.split(' ').next().unwrap_or(arg);
+    let value = text(ContextKind::InvalidValue)?;
+    Some(format!("{arg} {}: {why}", remote::shown(value)))
+}
+
 fn into_command(cli: Cli) -> Result<Command, String> {
     match cli.command {
-        Some(Sub::Inspect { file, path }) => return Ok(Command::Inspect { file, path }),
+        Some(Sub::Inspect {
+            file,
+            path,
+            remote: args,
+        }) => {
+            let mut remote = RemoteConfig::default();
+            args.apply(&mut remote);
+            if let Some(url) = file.to_str().filter(|f| config::is_remote(f)) {
+                remote::check_source(url, &remote)?;
+            }
+            return Ok(Command::Inspect { file, path, remote });
+        }
         Some(Sub::GenerateDocs { dir }) => return Ok(Command::GenerateDocs(dir)),
         None => {}
     }
@@ -222,24 +303,8 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     if let Some(n) = cli.max_open_files {
         c.max_open_files = n;
     }
-    if cli.endpoint.is_some() {
-        c.endpoint = cli.endpoint;
-    }
-    if cli.region.is_some() {
-        c.region = cli.region;
-    }
-    if cli.profile.is_some() {
-        c.profile = cli.profile;
-    }
-    c.no_sign_request |= cli.no_sign_request;
-    c.virtual_hosted |= cli.virtual_hosted;
+    cli.remote.apply(&mut c.remote);
     c.warm_up &= !cli.no_warm_up;
-    if let Some(t) = cli.request_timeout {
-        c.request_timeout = t;
-    }
-    if let Some(t) = cli.retry_timeout {
-        c.retry_timeout = t;
-    }
     c.npy |= cli.npy;
     c.envi |= cli.envi;
     c.tiff |= cli.tiff;
@@ -247,7 +312,8 @@ fn into_command(cli: Cli) -> Result<Command, String> {
         c.byte_order = b;
     }
     if let Some(r) = &cli.refresh {
-        c.refresh = config::parse_refresh(r)?;
+        c.refresh = config::parse_refresh(r)
+            .map_err(|why| format!("--refresh {}: {why}", remote::shown(r)))?;
     }
     c.foreground = cli.foreground || cli.daemon_child;
     c.daemon_child = cli.daemon_child;
@@ -368,11 +434,73 @@ mod tests {
 
     #[test]
     fn inspect_subcommand() {
-        let Ok(Command::Inspect { file, path }) = parse(&["h5mount", "inspect", "f.h5", "/g"])
+        let Ok(Command::Inspect { file, path, remote }) =
+            parse(&["h5mount", "inspect", "f.h5", "/g"])
         else {
             panic!("not inspect");
         };
         assert_eq!(file, PathBuf::from("f.h5"));
         assert_eq!(path.as_deref(), Some("/g"));
+        assert_eq!(remote, RemoteConfig::default());
+        let Ok(Command::Inspect { remote, .. }) = parse(&[
+            "h5mount",
+            "inspect",
+            "--endpoint",
+            "http://127.0.0.1:8333/",
+            "--no-sign-request",
+            "--region",
+            "eu-west-1",
+            "s3://data/f.h5",
+        ]) else {
+            panic!("not inspect");
+        };
+        assert_eq!(remote.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
+        assert_eq!(remote.region.as_deref(), Some("eu-west-1"));
+        assert!(remote.no_sign_request);
+        assert!(parse(&["h5mount", "inspect", "https://u:p@h/f.h5"]).is_err());
+    }
+
+    /// Every remote option has its `-o` form (the long name with `_`), taking a value when
+    /// the flag does.
+    #[test]
+    fn every_remote_flag_is_an_o_option() {
+        let cmd = RemoteArgs::augment_args(clap::Command::new("t"));
+        let mut seen = 0;
+        for arg in cmd.get_arguments() {
+            let name = arg.get_long().unwrap().replace('-', "_");
+            let value_name = arg.get_value_names().and_then(|v| v.first());
+            let value_name = value_name.filter(|_| arg.get_action().takes_values());
+            let opt = match value_name.map(|v| v.as_str()) {
+                None => name.clone(),
+                Some("URL") => format!("{name}=http://127.0.0.1:1"),
+                Some("NAME") => format!("{name}=lab"),
+                Some("SECONDS") => format!("{name}=1.5"),
+                Some(other) => panic!("no sample value for {other}"),
+            };
+            let mut c = Config::new("f.h5".into(), "/m".into());
+            c.apply_options(&opt)
+                .unwrap_or_else(|e| panic!("{opt}: {e}"));
+            assert_ne!(c.remote, RemoteConfig::default(), "{opt} changed nothing");
+            seen += 1;
+        }
+        assert_eq!(seen, 7);
+    }
+
+    /// A value refused by clap's parser becomes one line naming the flag and the value.
+    #[test]
+    fn refused_flag_values_are_one_line() {
+        let e = Cli::try_parse_from(["h5mount", "--endpoint", "h:1\nx", "f.h5", "/m"]).unwrap_err();
+        let line = refused_value(&e).unwrap();
+        assert!(line.starts_with("--endpoint \"h:1\\nx\": "), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+        let e = Cli::try_parse_from(["h5mount", "--endpoint", "http://k:s3cret@h:1", "f.h5", "/m"])
+            .unwrap_err();
+        let line = refused_value(&e).unwrap();
+        assert!(
+            line.contains("***@h:1") && !line.contains("s3cret"),
+            "{line}"
+        );
+        let e = Cli::try_parse_from(["h5mount", "--bogus", "f.h5", "/m"]).unwrap_err();
+        assert!(refused_value(&e).is_none());
     }
 }

@@ -5,11 +5,19 @@
 //! `/etc/fstab` pass through `mount.fuse3`, so the generic ones (`noauto`, `nofail`, `user`,
 //! `_netdev`, `x-systemd.*`, ...) are accepted and ignored, and `rw` is refused: h5mount is
 //! read-only.
+//!
+//! Every value is checked where it is parsed, by one function per option shared by the flag
+//! and its `-o` form; a refused value is one line naming the option and the value and what
+//! is wrong with it (the remote options' rules are in [`remote`]).
+
+pub mod remote;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use h5mount::views::{ByteOrderMode, ViewOptions};
+
+pub use remote::RemoteConfig;
 
 /// Worker threads serving requests when not told otherwise.
 pub const DEFAULT_THREADS: usize = 4;
@@ -28,6 +36,9 @@ pub const DEFAULT_CACHE: u64 = 256 << 20;
 pub const DEFAULT_MAX_OPEN_FILES: usize = h5mount::model::resolver::DEFAULT_MAX_OPEN_FILES;
 /// Fewest and most open files accepted.
 pub const MAX_OPEN_FILES_RANGE: (usize, usize) = (2, 1 << 20);
+/// Largest chunk cache accepted (16 TiB): far beyond any machine's memory, and small
+/// enough that sums of a few capacities cannot overflow.
+pub const MAX_CACHE: u64 = 16 << 40;
 
 /// Everything a mount needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,29 +88,12 @@ pub struct Config {
     /// Re-read the file this often when it changes (`--refresh`, `-o refresh=`; default
     /// off: the file is served as it was when mounted).
     pub refresh: Option<Duration>,
-    /// Remote sources (`s3://`, `http(s)://`): S3 endpoint (`--endpoint`, `-o endpoint=`).
-    pub endpoint: Option<String>,
-    /// S3 region (`--region`, `-o region=`).
-    pub region: Option<String>,
-    /// Named AWS profile for credentials (`--profile`, `-o profile=`).
-    pub profile: Option<String>,
-    /// Unsigned requests, for public buckets (`--no-sign-request`, `-o no_sign_request`).
-    pub no_sign_request: bool,
-    /// Virtual-hosted S3 addressing (`--virtual-hosted`, `-o virtual_hosted`).
-    pub virtual_hosted: bool,
-    /// Longest one request may take (`--request-timeout`, `-o request_timeout=`).
-    pub request_timeout: Duration,
-    /// Longest a read may retry before failing (`--retry-timeout`, `-o retry_timeout=`).
-    pub retry_timeout: Duration,
+    /// How to reach a remote source (`s3://`, `http(s)://`).
+    pub remote: RemoteConfig,
     /// List a remote file's root group in the background once the mount is ready (off with
     /// `--no-warm-up`, `-o no_warm_up`).
     pub warm_up: bool,
 }
-
-/// Default bound on one request to a remote source.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default bound on the retries of one read of a remote source.
-pub const DEFAULT_RETRY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
     /// The worker threads to run: the user's choice, else the default for the source.
@@ -138,13 +132,7 @@ impl Config {
             tiff: false,
             byte_order: ByteOrderMode::AsStored,
             refresh: None,
-            endpoint: None,
-            region: None,
-            profile: None,
-            no_sign_request: false,
-            virtual_hosted: false,
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            retry_timeout: DEFAULT_RETRY_TIMEOUT,
+            remote: RemoteConfig::default(),
             warm_up: true,
         }
     }
@@ -176,49 +164,62 @@ impl Config {
             Some((k, v)) => (k, Some(v)),
             None => (opt, None),
         };
-        let need = || value.ok_or_else(|| format!("option {key} needs a value"));
+        // An option of h5mount's own that is on or off takes no value.
+        let flag = || match value {
+            None => Ok(true),
+            Some(v) => Err(format!(
+                "-o {key}={}: {key} takes no value",
+                remote::shown(v)
+            )),
+        };
         match key {
             "ro" => {}
             // mount(8) passes `rw` unless `ro` is given; the mount is read-only either way,
             // as for write-protected media.
             "rw" => {}
-            "allow_other" => self.allow_other = true,
-            "allow_root" => self.allow_root = true,
-            "default_permissions" => self.default_permissions = true,
-            "nodefault_permissions" | "no_default_permissions" => self.default_permissions = false,
-            "auto_unmount" => self.auto_unmount = true,
-            "allow_external_paths" => self.allow_external_paths = true,
-            "npy" => self.npy = true,
-            "envi" => self.envi = true,
-            "tiff" => self.tiff = true,
-            "byte_order" => self.byte_order = parse_byte_order(need()?)?,
-            "uid" => self.uid = Some(parse_id(key, need()?)?),
-            "gid" => self.gid = Some(parse_id(key, need()?)?),
-            "fsname" => self.fsname = Some(need()?.to_string()),
-            "subtype" => self.subtype = Some(need()?.to_string()),
-            "cache_size" => self.cache_size = parse_size(need()?)?,
+            "allow_other" => self.allow_other = flag()?,
+            "allow_root" => self.allow_root = flag()?,
+            "default_permissions" => self.default_permissions = flag()?,
+            "nodefault_permissions" | "no_default_permissions" => {
+                self.default_permissions = !flag()?
+            }
+            "auto_unmount" => self.auto_unmount = flag()?,
+            "allow_external_paths" => self.allow_external_paths = flag()?,
+            "npy" => self.npy = flag()?,
+            "envi" => self.envi = flag()?,
+            "tiff" => self.tiff = flag()?,
+            "byte_order" => self.byte_order = checked(key, value, parse_byte_order)?,
+            "uid" => self.uid = Some(checked(key, value, parse_id)?),
+            "gid" => self.gid = Some(checked(key, value, parse_id)?),
+            "fsname" => self.fsname = Some(checked(key, value, parse_name)?),
+            "subtype" => self.subtype = Some(checked(key, value, parse_name)?),
+            "cache_size" => self.cache_size = checked(key, value, parse_cache_size)?,
             "threads" => {
-                self.threads = parse_threads(need()?)?;
+                self.threads = checked(key, value, parse_threads)?;
                 self.threads_given = true;
             }
-            "refresh" => self.refresh = parse_refresh(need()?)?,
-            "readahead" => self.readahead_kb = parse_readahead(need()?)?,
-            "max_open_files" => self.max_open_files = parse_max_open_files(need()?)?,
-            "endpoint" => self.endpoint = Some(need()?.to_string()),
-            "region" => self.region = Some(need()?.to_string()),
-            "profile" => self.profile = Some(need()?.to_string()),
-            "no_sign_request" => self.no_sign_request = true,
-            "virtual_hosted" => self.virtual_hosted = true,
-            "no_warm_up" => self.warm_up = false,
-            "request_timeout" => self.request_timeout = parse_seconds(key, need()?)?,
-            "retry_timeout" => self.retry_timeout = parse_seconds(key, need()?)?,
+            "refresh" => self.refresh = checked(key, value, parse_refresh)?,
+            "readahead" => self.readahead_kb = checked(key, value, parse_readahead)?,
+            "max_open_files" => self.max_open_files = checked(key, value, parse_max_open_files)?,
+            "endpoint" => self.remote.endpoint = Some(checked(key, value, remote::parse_endpoint)?),
+            "region" => self.remote.region = Some(checked(key, value, remote::parse_region)?),
+            "profile" => self.remote.profile = Some(checked(key, value, remote::parse_profile)?),
+            "no_sign_request" => self.remote.no_sign_request = flag()?,
+            "virtual_hosted" => self.remote.virtual_hosted = flag()?,
+            "no_warm_up" => self.warm_up = !flag()?,
+            "request_timeout" => {
+                self.remote.request_timeout = checked(key, value, remote::parse_seconds)?
+            }
+            "retry_timeout" => {
+                self.remote.retry_timeout = checked(key, value, remote::parse_seconds)?
+            }
             // Generic mount(8)/fstab options that mean nothing to a FUSE filesystem, or are
             // implied (h5mount always mounts nodev,nosuid).
             "noauto" | "auto" | "nofail" | "_netdev" | "user" | "users" | "nouser" | "dev"
             | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "defaults" | "atime"
             | "noatime" | "relatime" | "strictatime" | "async" => {}
             k if k.starts_with("x-") || k == "comment" => {}
-            _ => return Err(format!("unknown mount option {opt:?}")),
+            _ => return Err(format!("-o {}: unknown mount option", remote::shown(opt))),
         }
         Ok(())
     }
@@ -231,13 +232,51 @@ impl Config {
         if self.auto_unmount && !(self.allow_other || self.allow_root) {
             return Err("auto_unmount needs allow_other or allow_root".into());
         }
+        if let Some(url) = self.file.to_str().filter(|f| is_remote(f)) {
+            remote::check_source(url, &self.remote)?;
+        }
         Ok(())
     }
 }
 
-fn parse_id(key: &str, v: &str) -> Result<u32, String> {
-    v.parse()
-        .map_err(|_| format!("option {key}={v}: not a numeric id"))
+/// Whether `source` names a remote object (`s3://`, `http(s)://`) in this build.
+pub fn is_remote(source: &str) -> bool {
+    #[cfg(feature = "remote")]
+    {
+        h5mount::io::remote::is_remote(source)
+    }
+    #[cfg(not(feature = "remote"))]
+    {
+        let _ = source;
+        false
+    }
+}
+
+/// The value of option `key` through its parser, for `-o`; a refusal names the option and
+/// the value.
+fn checked<T>(
+    key: &str,
+    value: Option<&str>,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, String> {
+    let v = value.ok_or_else(|| format!("-o {key}: needs a value (-o {key}=...)"))?;
+    parse(v).map_err(|why| format!("-o {key}={}: {why}", remote::shown(v)))
+}
+
+/// `uid=`/`gid=`: a numeric id other than the reserved -1.
+fn parse_id(v: &str) -> Result<u32, String> {
+    match v.parse::<u32>() {
+        Ok(n) if n != u32::MAX => Ok(n),
+        _ => Err("not a numeric id".into()),
+    }
+}
+
+/// `fsname=`/`subtype=`: a non-empty name without control characters.
+fn parse_name(v: &str) -> Result<String, String> {
+    match v.is_empty() || v.contains(char::is_control) {
+        true => Err("expected a name without control characters".into()),
+        false => Ok(v.to_string()),
+    }
 }
 
 /// `--byte-order`/`byte_order=`: `native`, `little` or `big`.
@@ -246,7 +285,7 @@ pub fn parse_byte_order(v: &str) -> Result<ByteOrderMode, String> {
         "native" => Ok(ByteOrderMode::Native),
         "little" => Ok(ByteOrderMode::Little),
         "big" => Ok(ByteOrderMode::Big),
-        _ => Err(format!("byte_order={v}: expected native, little or big")),
+        _ => Err("expected native, little or big".into()),
     }
 }
 
@@ -254,7 +293,7 @@ pub fn parse_byte_order(v: &str) -> Result<ByteOrderMode, String> {
 pub fn parse_threads(v: &str) -> Result<usize, String> {
     match v.parse::<usize>() {
         Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
-        _ => Err(format!("threads={v}: expected 1 to {MAX_THREADS}")),
+        _ => Err(format!("expected 1 to {MAX_THREADS}")),
     }
 }
 
@@ -263,7 +302,7 @@ pub fn parse_max_open_files(v: &str) -> Result<usize, String> {
     let (lo, hi) = MAX_OPEN_FILES_RANGE;
     match v.parse::<usize>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(format!("max_open_files={v}: expected {lo} to {hi}")),
+        _ => Err(format!("expected {lo} to {hi}")),
     }
 }
 
@@ -272,7 +311,7 @@ pub fn parse_readahead(v: &str) -> Result<u64, String> {
     match v.parse::<u64>() {
         Ok(n) if n <= MAX_READAHEAD_KB => Ok(n),
         _ => Err(format!(
-            "readahead={v}: expected KiB from 0 (leave the kernel's) to {MAX_READAHEAD_KB}"
+            "expected KiB from 0 (leave the kernel's) to {MAX_READAHEAD_KB}"
         )),
     }
 }
@@ -288,7 +327,7 @@ pub const MAX_REFRESH: Duration = Duration::from_secs(86_400);
 pub fn parse_refresh(v: &str) -> Result<Option<Duration>, String> {
     let err = || {
         format!(
-            "refresh={v}: expected 0 (off) or seconds from {} to {}",
+            "expected 0 (off) or seconds from {} to {}",
             MIN_REFRESH.as_secs_f64(),
             MAX_REFRESH.as_secs()
         )
@@ -303,19 +342,18 @@ pub fn parse_refresh(v: &str) -> Result<Option<Duration>, String> {
     }
 }
 
-/// A duration in seconds (decimals allowed) from 0.1 s to one hour, for `key`.
-pub fn parse_seconds(key: &str, v: &str) -> Result<Duration, String> {
-    let err = || format!("{key}={v}: expected seconds from 0.1 to 3600");
-    let secs: f64 = v.trim().parse().map_err(|_| err())?;
-    match Duration::try_from_secs_f64(secs) {
-        Ok(d) if (Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) => Ok(d),
-        _ => Err(err()),
+/// `--cache-size`/`cache_size=`: a [`parse_size`] of at most [`MAX_CACHE`].
+pub fn parse_cache_size(v: &str) -> Result<u64, String> {
+    match parse_size(v) {
+        Ok(n) if n <= MAX_CACHE => Ok(n),
+        Ok(_) => Err(format!("at most {}T", MAX_CACHE >> 40)),
+        Err(e) => Err(e),
     }
 }
 
 /// A byte count with an optional binary suffix: `1048576`, `512K`, `64M`, `1G`, `2GiB`.
 pub fn parse_size(v: &str) -> Result<u64, String> {
-    let err = || format!("size {v:?}: expected a number with an optional K, M, G or T suffix");
+    let err = || "expected a number with an optional K, M, G or T suffix".to_string();
     let t = v.trim();
     let t = t
         .strip_suffix("iB")
@@ -356,6 +394,23 @@ mod tests {
         assert!(parse_size("1X").is_err());
         assert!(parse_size("M").is_err());
         assert!(parse_size("99999999999T").is_err());
+        assert_eq!(parse_cache_size("16T"), Ok(16 << 40));
+        assert!(parse_cache_size("17T").is_err());
+    }
+
+    /// A refused `-o` value is one line naming the option and the value.
+    #[test]
+    fn refusals_name_option_and_value() {
+        let e = cfg().apply_options("ro,threads=0").unwrap_err();
+        assert_eq!(e, "-o threads=\"0\": expected 1 to 64");
+        let e = cfg().apply_options("fsname=a\nb").unwrap_err();
+        assert!(
+            e.starts_with("-o fsname=\"a\\nb\": ") && !e.contains('\n'),
+            "{e}"
+        );
+        let e = cfg().apply_options("npy=1").unwrap_err();
+        assert!(e.contains("takes no value"), "{e}");
+        assert!(cfg().apply_options("uid=4294967295").is_err());
     }
 
     #[test]
@@ -424,20 +479,28 @@ mod tests {
     #[test]
     fn remote_options() {
         let mut c = cfg();
-        assert_eq!(c.request_timeout, DEFAULT_REQUEST_TIMEOUT);
+        assert_eq!(c.remote.request_timeout, remote::DEFAULT_REQUEST_TIMEOUT);
         c.apply_options("ro,endpoint=http://127.0.0.1:8333,region=eu-west-1,no_sign_request")
             .unwrap();
         c.apply_options("virtual_hosted,request_timeout=2.5,retry_timeout=60")
             .unwrap();
-        assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
-        assert_eq!(c.region.as_deref(), Some("eu-west-1"));
-        assert!(c.no_sign_request && c.virtual_hosted);
+        assert_eq!(c.remote.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
+        assert_eq!(c.remote.region.as_deref(), Some("eu-west-1"));
+        assert!(c.remote.no_sign_request && c.remote.virtual_hosted);
         assert!(c.warm_up);
         c.apply_options("no_warm_up").unwrap();
         assert!(!c.warm_up);
-        assert_eq!(c.request_timeout, Duration::from_millis(2500));
-        assert_eq!(c.retry_timeout, Duration::from_secs(60));
-        for bad in ["endpoint", "request_timeout=0", "retry_timeout=x"] {
+        assert_eq!(c.remote.request_timeout, Duration::from_millis(2500));
+        assert_eq!(c.remote.retry_timeout, Duration::from_secs(60));
+        for bad in [
+            "endpoint",
+            "endpoint=127.0.0.1:9000",
+            "region=",
+            "profile=a/b",
+            "request_timeout=0",
+            "retry_timeout=x",
+            "no_sign_request=yes",
+        ] {
             assert!(cfg().apply_options(bad).is_err(), "{bad}");
         }
     }

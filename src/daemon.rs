@@ -181,42 +181,13 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
     })
 }
 
-/// The remote options of `cfg`, with the credentials (and region and endpoint, unless
-/// given) of `--profile`.
-#[cfg(feature = "remote")]
-fn remote_options(cfg: &Config) -> Result<h5mount::io::remote::RemoteOptions, String> {
-    use h5mount::io::remote::{Credentials, RemoteOptions};
-    let mut ropts = RemoteOptions {
-        endpoint: cfg.endpoint.clone(),
-        region: cfg.region.clone(),
-        no_sign: cfg.no_sign_request,
-        virtual_hosted: cfg.virtual_hosted,
-        request_timeout: cfg.request_timeout,
-        retry_total: cfg.retry_timeout,
-        ..RemoteOptions::default()
-    };
-    if let Some(name) = &cfg.profile {
-        let p = h5mount::io::aws_profile::load(name).map_err(|e| format!("--profile: {e}"))?;
-        if let (Some(key_id), Some(secret)) = (p.access_key_id, p.secret_access_key) {
-            ropts.credentials = Some(Credentials {
-                key_id,
-                secret,
-                token: p.session_token,
-            });
-        }
-        ropts.region = ropts.region.or(p.region);
-        ropts.endpoint = ropts.endpoint.or(p.endpoint_url);
-    }
-    Ok(ropts)
-}
-
 /// Open a remote object (one HEAD, one GET of its head) and parse its root group, or (for
 /// an `s3://bucket/prefix/`) list the prefix once.
 #[cfg(feature = "remote")]
 fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, String> {
     use h5mount::io::remote::{is_prefix, RemoteOrigin};
     let shown = display_url(url);
-    let ropts = remote_options(cfg)?;
+    let ropts = cfg.remote.options()?;
     let fs_opts = FsOptions {
         uid: cfg.uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw()),
         gid: cfg.gid.unwrap_or_else(|| nix::unistd::getegid().as_raw()),
@@ -295,7 +266,7 @@ pub fn run(cfg: Config) -> i32 {
     // child, which reports a failure on the pipe and exits 2 (passed on by the parent).
     if !cfg.foreground && is_remote_source(&cfg) {
         // Opening may retry for the whole retry bound: wait that long, and a little more.
-        let bound = cfg.request_timeout + cfg.retry_timeout + Duration::from_secs(5);
+        let bound = cfg.remote.request_timeout + cfg.remote.retry_timeout + Duration::from_secs(5);
         return spawn_background(READY_TIMEOUT.max(bound));
     }
     let prepared = match prepare(&cfg) {
@@ -317,17 +288,7 @@ pub fn run(cfg: Config) -> i32 {
 
 /// Whether the source is a remote object (`s3://`, `http(s)://`).
 fn is_remote_source(cfg: &Config) -> bool {
-    #[cfg(feature = "remote")]
-    {
-        cfg.file
-            .to_str()
-            .is_some_and(h5mount::io::remote::is_remote)
-    }
-    #[cfg(not(feature = "remote"))]
-    {
-        let _ = cfg;
-        false
-    }
+    cfg.file.to_str().is_some_and(crate::config::is_remote)
 }
 
 /// Write one line to the parent of a background mount (our stdout is its pipe).

@@ -193,11 +193,15 @@ fn man_page(cmd: clap::Command, out: &mut dyn Write) -> io::Result<()> {
         italic("FILE"),
         roman(" ["),
         italic("PATH"),
-        roman("]"),
+        roman(
+            "] [--endpoint URL] [--region NAME] [--profile NAME] [--no-sign-request] \
+               [--virtual-hosted] [--request-timeout S] [--retry-timeout S]",
+        ),
     ]);
     r.text([roman(
         "Print the tree of objects below PATH (default /) with types, shapes, layouts and \
-         attributes, without mounting. FILE may be a URL, as for mounting.",
+         attributes, without mounting. FILE may be a URL, as for mounting, reached with the \
+         same remote-source options.",
     )]);
     table(
         &mut r,

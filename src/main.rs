@@ -13,18 +13,29 @@ use std::path::Path;
 
 use cli::Command;
 
-/// `h5mount inspect`: a local file, or a remote object (options from the AWS environment).
-fn inspect(file: &Path, start: Option<&str>, out: &mut dyn Write) -> h5mount::Result<()> {
+/// `h5mount inspect`: a local file, or a remote object reached as `remote` says; the
+/// message of a failure is the line to print.
+fn inspect(
+    file: &Path,
+    start: Option<&str>,
+    remote: &config::RemoteConfig,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    let failed =
+        |e: h5mount::Error| format!("{}: {e}", daemon::display_url(&file.display().to_string()));
     #[cfg(feature = "remote")]
-    if let Some(url) = file.to_str().filter(|u| h5mount::io::remote::is_remote(u)) {
+    if let Some(url) = file.to_str().filter(|u| config::is_remote(u)) {
+        let ropts = remote.options()?;
         let opts = h5mount::model::OpenOptions {
             cache_bytes: 16 << 20,
             ..Default::default()
         };
-        let f = h5mount::model::File::open_url(url, &opts, &Default::default())?;
-        return h5mount::inspect::inspect_file(&f, start, out);
+        let f = h5mount::model::File::open_url(url, &opts, &ropts).map_err(failed)?;
+        return h5mount::inspect::inspect_file(&f, start, out).map_err(failed);
     }
-    h5mount::inspect::inspect(file, start, out)
+    #[cfg(not(feature = "remote"))]
+    let _ = remote;
+    h5mount::inspect::inspect(file, start, out).map_err(failed)
 }
 
 fn main() {
@@ -36,15 +47,15 @@ fn main() {
                 1
             }
         },
-        Command::Inspect { file, path } => {
+        Command::Inspect { file, path, remote } => {
             init_logging(0, None);
             let mut out = std::io::stdout().lock();
-            let res = inspect(&file, path.as_deref(), &mut out);
+            let res = inspect(&file, path.as_deref(), &remote, &mut out);
             let _ = out.flush();
             match res {
                 Ok(()) => 0,
-                Err(e) => {
-                    eprintln!("h5mount: {}: {e}", file.display());
+                Err(msg) => {
+                    eprintln!("h5mount: {msg}");
                     2
                 }
             }

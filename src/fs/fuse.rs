@@ -3,7 +3,8 @@
 //! Each callback converts its arguments, runs one [`H5Fs`] operation inside
 //! [`std::panic::catch_unwind`] (a panic answers `EIO` — fuser replies `EIO` for a reply that
 //! is dropped unsent — and is logged; the mount lives on) and sends the reply. Failures are
-//! logged once per object by [`H5Fs::log_error`]. Mutating operations answer `EROFS`.
+//! logged once per object by [`H5Fs::log_error`]. Mutating operations answer `EROFS`, ioctls
+//! `ENOTTY` (without a log line above debug).
 //!
 //! fuser runs `threads` session loops on cloned `/dev/fuse` descriptors, so requests are
 //! served concurrently and a slow chunk decode does not stall other readers. At `init` the
@@ -25,10 +26,10 @@ use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
-    Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL,
-    TimeOrNow, WriteFlags,
+    Filesystem, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner,
+    MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 
 use super::attr::{Attr, FileKind, BLKSIZE, DIR_BLKSIZE};
@@ -680,6 +681,24 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         reply.error(Errno::EROFS)
+    }
+
+    /// No ioctl is served: ENOTTY, what a regular file answers. Quietly, as callers probe
+    /// with them all the time (Python's `open` asks every file whether it is a terminal);
+    /// fuser's default would log a warning per call.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        log::debug!("ioctl {cmd:#x} on inode {}: ENOTTY", ino.0);
+        reply.error(Errno::ENOTTY)
     }
 
     fn copy_file_range(
