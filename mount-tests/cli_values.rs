@@ -85,6 +85,19 @@ const CASES: &[(&str, &str, &[&str])] = &[
         "retry_timeout",
         &["0", "-1", "NaN", "inf", "3601", "1e400", "0.01", "x", ""],
     ),
+    (
+        "--list-max-keys",
+        "list_max_keys",
+        &[
+            "0",
+            "-1",
+            "1.5",
+            "10000001",
+            "99999999999999999999999",
+            "x",
+            "",
+        ],
+    ),
 ];
 
 const LONG_REGION: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -252,7 +265,12 @@ fn malformed_remote_values_are_one_line_and_status_2() {
         }
     }
     // Flags of h5mount's own take no value in -o form.
-    for name in ["no_sign_request", "virtual_hosted", "no_warm_up"] {
+    for name in [
+        "no_sign_request",
+        "virtual_hosted",
+        "allow_redirects",
+        "no_warm_up",
+    ] {
         let mut c = signed(home.path());
         c.arg(url)
             .arg(mnt.path())

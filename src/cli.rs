@@ -168,6 +168,16 @@ struct RemoteArgs {
     #[arg(long, help_heading = "Remote sources")]
     virtual_hosted: bool,
 
+    /// Follow an HTTP(S) server's redirects to other origins too (-o allow_redirects)
+    /// [default: within the same scheme, host and port only; an S3 store's never].
+    #[arg(long, help_heading = "Remote sources")]
+    allow_redirects: bool,
+
+    /// Entries of one directory of a bucket listed at most, from 1 to 10,000,000
+    /// (-o list_max_keys=N) [default: 50000].
+    #[arg(long, value_name = "N", value_parser = remote::parse_list_max_keys, help_heading = "Remote sources")]
+    list_max_keys: Option<usize>,
+
     /// Longest one request may take, in seconds from 0.1 to 3600 (-o request_timeout=S)
     /// [default: 10].
     #[arg(long, value_name = "SECONDS", value_parser = remote::parse_seconds, help_heading = "Remote sources")]
@@ -193,6 +203,10 @@ impl RemoteArgs {
         }
         c.no_sign_request |= self.no_sign_request;
         c.virtual_hosted |= self.virtual_hosted;
+        c.allow_redirects |= self.allow_redirects;
+        if let Some(n) = self.list_max_keys {
+            c.list_max_keys = n;
+        }
         if let Some(t) = self.request_timeout {
             c.request_timeout = t;
         }
@@ -475,6 +489,7 @@ mod tests {
                 Some("URL") => format!("{name}=http://127.0.0.1:1"),
                 Some("NAME") => format!("{name}=lab"),
                 Some("SECONDS") => format!("{name}=1.5"),
+                Some("N") => format!("{name}=7"),
                 Some(other) => panic!("no sample value for {other}"),
             };
             let mut c = Config::new("f.h5".into(), "/m".into());
@@ -483,7 +498,7 @@ mod tests {
             assert_ne!(c.remote, RemoteConfig::default(), "{opt} changed nothing");
             seen += 1;
         }
-        assert_eq!(seen, 7);
+        assert_eq!(seen, 9);
     }
 
     /// A value refused by clap's parser becomes one line naming the flag and the value.

@@ -206,6 +206,10 @@ impl Config {
             "profile" => self.remote.profile = Some(checked(key, value, remote::parse_profile)?),
             "no_sign_request" => self.remote.no_sign_request = flag()?,
             "virtual_hosted" => self.remote.virtual_hosted = flag()?,
+            "allow_redirects" => self.remote.allow_redirects = flag()?,
+            "list_max_keys" => {
+                self.remote.list_max_keys = checked(key, value, remote::parse_list_max_keys)?
+            }
             "no_warm_up" => self.warm_up = !flag()?,
             "request_timeout" => {
                 self.remote.request_timeout = checked(key, value, remote::parse_seconds)?

@@ -63,6 +63,7 @@ const MOUNT_OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "endpoint=URL, region=NAME, profile=NAME, no_sign_request, virtual_hosted, \
+         allow_redirects, list_max_keys=N, \
          request_timeout=S, retry_timeout=S",
         "as the options of the same names (see REMOTE SOURCES)",
     ),

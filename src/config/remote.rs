@@ -62,6 +62,10 @@ pub struct RemoteConfig {
     pub no_sign_request: bool,
     /// Virtual-hosted S3 addressing (`--virtual-hosted`, `-o virtual_hosted`).
     pub virtual_hosted: bool,
+    /// Follow redirects to other origins (`--allow-redirects`, `-o allow_redirects`).
+    pub allow_redirects: bool,
+    /// Entries of one bucket directory listed at most (`--list-max-keys`).
+    pub list_max_keys: usize,
     /// Longest one request may take (`--request-timeout`, `-o request_timeout=`).
     pub request_timeout: Duration,
     /// Longest a read may retry before failing (`--retry-timeout`, `-o retry_timeout=`).
@@ -76,6 +80,8 @@ impl Default for RemoteConfig {
             profile: None,
             no_sign_request: false,
             virtual_hosted: false,
+            allow_redirects: false,
+            list_max_keys: DEFAULT_LIST_MAX_KEYS,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             retry_timeout: DEFAULT_RETRY_TIMEOUT,
         }
@@ -93,6 +99,8 @@ impl RemoteConfig {
             region: self.region.clone(),
             no_sign: self.no_sign_request,
             virtual_hosted: self.virtual_hosted,
+            allow_redirects: self.allow_redirects,
+            list_max_keys: self.list_max_keys,
             request_timeout: self.request_timeout,
             retry_total: self.retry_timeout,
             ..RemoteOptions::default()
@@ -271,6 +279,21 @@ pub fn parse_seconds(v: &str) -> Result<Duration, String> {
     match Duration::try_from_secs_f64(secs) {
         Ok(d) if (lo..=hi).contains(&d) => Ok(d),
         _ => Err(err()),
+    }
+}
+
+/// Entries of one bucket directory listed at most unless `--list-max-keys` says (the
+/// remote reader's own default, repeated here so that a build without it parses the same).
+pub const DEFAULT_LIST_MAX_KEYS: usize = 50_000;
+/// The values `--list-max-keys` accepts.
+const LIST_MAX_KEYS_RANGE: (usize, usize) = (1, 10_000_000);
+
+/// `--list-max-keys N`: a whole number in [`LIST_MAX_KEYS_RANGE`].
+pub fn parse_list_max_keys(v: &str) -> Result<usize, String> {
+    let (lo, hi) = LIST_MAX_KEYS_RANGE;
+    match v.trim().parse::<usize>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from {lo} to {hi}")),
     }
 }
 
