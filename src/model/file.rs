@@ -552,8 +552,12 @@ impl File {
         Ok(Some(v))
     }
 
-    /// One link of a group by name.
+    /// One link of a group by name. A name longer than [`super::group::MAX_NAME`] bytes is
+    /// an error for that name (its group lists none such), not `None`: such a link may exist.
     pub fn lookup(&self, group: ObjectId, name: &str) -> Result<Option<Link>> {
+        if let Some(e) = super::group::name_too_long(group.0, name) {
+            return Err(e);
+        }
         let links = self.links(group)?;
         Ok(Link::position(&links, name).map(|i| links[i].clone()))
     }
