@@ -1282,6 +1282,35 @@ fn attributes_types_links_and_the_statistics_as_xattrs() {
     );
 }
 
+/// An attribute whose value cannot be read (a vlen string whose global heap object records
+/// another size than the string's: refused, as libhdf5 refuses it) is refused alone: the
+/// object's other xattrs are listed and read, and only that attribute's `getxattr` fails.
+#[test]
+fn an_attribute_that_cannot_be_read_is_refused_alone() {
+    let (_dir, path) = copied(data("attrs_earliest.h5"));
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The heap object holding the root's title: its 8-byte size (18) just before the text.
+    let text = b"attribute fixtures";
+    let at = (8..bytes.len() - text.len())
+        .find(|&i| &bytes[i..i + text.len()] == text && bytes[i - 8..i] == 18u64.to_le_bytes())
+        .unwrap();
+    let fs = mount_path(&path, view_options(false, false), None);
+    assert_eq!(xattr_names(&fs, ROOT_INO), ["user.title", "user.version"]);
+    bytes[at - 8..at].copy_from_slice(&19u64.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let fs = mount_path(&path, view_options(false, false), None);
+    assert_eq!(xattr_names(&fs, ROOT_INO), ["user.version"]);
+    assert_eq!(xattr_text(&fs, ROOT_INO, "user.version"), "3");
+    assert_eq!(errno(fs.getxattr(ROOT_INO, os("user.title"), 0)), libc::EIO);
+    assert_eq!(
+        errno(fs.getxattr(ROOT_INO, os("user.absent"), 0)),
+        libc::ENODATA
+    );
+    // Other objects are untouched.
+    let compact = attr_of(&fs, "/compact").ino;
+    assert!(!xattr_names(&fs, compact).is_empty());
+}
+
 // ------------------------------------------------------------------------------- access, statfs
 
 #[test]

@@ -212,6 +212,21 @@ impl FractalHeap {
 
     /// The object with this heap ID.
     pub fn get(&self, storage: &Storage, sizes: Sizes, id: &[u8]) -> Result<Vec<u8>> {
+        // No object is longer than u64::MAX bytes: the inner result is always Ok.
+        self.get_at_most(storage, sizes, id, u64::MAX)?
+            .map_err(|len| Error::corrupt(WHAT, self.addr, format!("object of {len} bytes")))
+    }
+
+    /// The object with this heap ID if it has at most `max` bytes, else `Ok(Err(its length))`
+    /// with nothing of it read: a caller that can bound its objects refuses that one object
+    /// and goes on with the others (a dense group's link records, whose names are bounded).
+    pub fn get_at_most(
+        &self,
+        storage: &Storage,
+        sizes: Sizes,
+        id: &[u8],
+        max: u64,
+    ) -> Result<std::result::Result<Vec<u8>, u64>> {
         let first = *id
             .first()
             .ok_or_else(|| Error::corrupt(WHAT, self.addr, "empty heap ID"))?;
@@ -223,9 +238,19 @@ impl FractalHeap {
             ));
         }
         match (first >> 4) & 3 {
-            ID_MANAGED => self.get_managed(storage, id),
-            ID_HUGE => self.get_huge(storage, sizes, id),
-            ID_TINY => self.get_tiny(id),
+            ID_MANAGED => match self.managed_place(id)? {
+                (_, len) if len > max => Ok(Err(len)),
+                _ => self.get_managed(storage, id).map(Ok),
+            },
+            ID_HUGE => self.get_huge(storage, sizes, id, max),
+            // A tiny object has at most 4096 bytes, all of them in the ID already read.
+            ID_TINY => self.get_tiny(id).map(|o| {
+                if o.len() as u64 > max {
+                    Err(o.len() as u64)
+                } else {
+                    Ok(o)
+                }
+            }),
             t => Err(Error::corrupt(WHAT, self.addr, format!("heap ID type {t}"))),
         }
     }
@@ -250,7 +275,13 @@ impl FractalHeap {
         })
     }
 
-    fn get_huge(&self, storage: &Storage, sizes: Sizes, id: &[u8]) -> Result<Vec<u8>> {
+    fn get_huge(
+        &self,
+        storage: &Storage,
+        sizes: Sizes,
+        id: &[u8],
+        max: u64,
+    ) -> Result<std::result::Result<Vec<u8>, u64>> {
         let body = id.get(1..self.id_len as usize).unwrap_or_default();
         let (o, l) = (sizes.offset as usize, sizes.length as usize);
         if self.filter_len > 0 {
@@ -295,7 +326,12 @@ impl FractalHeap {
             let rec = HugeObjectRecord::parse(1, &rec, sizes)?;
             (rec.addr, rec.len)
         };
-        storage.read_vec(addr, len, "fractal heap huge object")
+        if len > max {
+            return Ok(Err(len));
+        }
+        storage
+            .read_vec(addr, len, "fractal heap huge object")
+            .map(Ok)
     }
 
     /// Size of the blocks in row `row` of any indirect block.
@@ -325,7 +361,8 @@ impl FractalHeap {
         (size.trailing_zeros()).saturating_sub(first_row) + 1
     }
 
-    fn get_managed(&self, storage: &Storage, id: &[u8]) -> Result<Vec<u8>> {
+    /// (heap-space offset, length) of the managed object with this ID.
+    fn managed_place(&self, id: &[u8]) -> Result<(u64, u64)> {
         let mut c = Cursor::new(id, self.addr, "fractal heap ID");
         c.skip(1)?;
         let offset = c.uint(self.offset_width)?;
@@ -337,6 +374,11 @@ impl FractalHeap {
                 format!("managed object of {len} bytes"),
             ));
         }
+        Ok((offset, len))
+    }
+
+    fn get_managed(&self, storage: &Storage, id: &[u8]) -> Result<Vec<u8>> {
+        let (offset, len) = self.managed_place(id)?;
         let (block_addr, block_off, block_size) = self.find_direct_block(storage, offset)?;
         if self.filter_len > 0 {
             return Err(Error::unsupported("fractal heap", "filtered direct blocks"));

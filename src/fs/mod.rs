@@ -817,14 +817,17 @@ impl H5Fs {
         }
     }
 
-    /// All `user.*` xattrs of `ino`, computed on demand.
-    fn xattrs(&self, node: &Node) -> FsResult<Vec<(String, Vec<u8>)>> {
+    /// All `user.*` xattrs of `ino`, computed on demand. An HDF5 attribute that cannot be
+    /// read is refused alone: left out of the names (logged once), its own `getxattr` an
+    /// error, the others shown.
+    fn xattrs(&self, node: &Node) -> FsResult<Xattrs> {
         let id = match node.kind {
             NodeKind::Object(id) => id,
             NodeKind::FileRoot { .. } => self.object(node)?,
-            _ => return Ok(Vec::new()),
+            _ => return Ok(Xattrs::default()),
         };
         let mut out = Vec::new();
+        let mut refused = Vec::new();
         match self.kind(node, id)? {
             ObjectKind::Dataset => {
                 let ds = self.dataset_of(node, id)?;
@@ -847,9 +850,24 @@ impl H5Fs {
         }
         let attrs = self
             .file_of(node)?
-            .attributes(id)
+            .attribute_results(id)
             .map_err(|e| FsError::model(&node.path, e))?;
         for a in attrs {
+            let a = match a {
+                Ok(a) => a,
+                Err(r) => {
+                    let key = format!("{}@{}", node.path, r.name);
+                    self.log_once(&key, || {
+                        format!(
+                            "attribute {:?} of {} not shown: {}",
+                            r.name, node.path, r.error
+                        )
+                    });
+                    let name = format!("{}{}", xattr::USER, r.name);
+                    refused.push((name, FsError::model(&node.path, r.error)));
+                    continue;
+                }
+            };
             if xattr::attr_visible(&a.name) {
                 out.push((
                     format!("{}{}", xattr::USER, a.name),
@@ -865,7 +883,10 @@ impl H5Fs {
                 });
             }
         }
-        Ok(out)
+        Ok(Xattrs {
+            shown: out,
+            refused,
+        })
     }
 
     /// `getxattr`: the value of `name` (size query when `size` is 0); on the root,
@@ -889,13 +910,14 @@ impl H5Fs {
             }
             return xattr::reply(self.stats_text().into_bytes(), size);
         }
-        let value = self
-            .xattrs(&node)?
-            .into_iter()
-            .find(|(k, _)| k == name)
-            .ok_or(nodata)?
-            .1;
-        xattr::reply(value, size)
+        let mut all = self.xattrs(&node)?;
+        if let Some(i) = all.shown.iter().position(|(k, _)| k == name) {
+            return xattr::reply(all.shown.swap_remove(i).1, size);
+        }
+        match all.refused.into_iter().find(|(k, _)| k == name) {
+            Some((_, e)) => Err(e),
+            None => Err(nodata),
+        }
     }
 
     /// The mount's counters (see [`stats`]); the daemon records its readahead here.
@@ -926,7 +948,7 @@ impl H5Fs {
         }
         let node = self.node(ino)?;
         let all = self.xattrs(&node)?;
-        let list = xattr::name_list(all.iter().map(|(k, _)| k.as_str()));
+        let list = xattr::name_list(all.shown.iter().map(|(k, _)| k.as_str()));
         xattr::reply(list, size)
     }
 
@@ -952,6 +974,14 @@ impl H5Fs {
             namelen: dir::NAME_MAX as u32,
         }
     }
+}
+
+/// The xattrs of one object: names and values shown, and the names of HDF5 attributes that
+/// could not be read, each with its error.
+#[derive(Default)]
+struct Xattrs {
+    shown: Vec<(String, Vec<u8>)>,
+    refused: Vec<(String, FsError)>,
 }
 
 /// The index of the last name of `path` among the links of `group` of `file`, and their

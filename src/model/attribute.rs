@@ -2,6 +2,12 @@
 //! info message → fractal heap of attribute messages, enumerated through the v2 B-tree name
 //! index, record type 8). Shared datatypes and dataspaces are resolved; variable-length string
 //! values are fetched from the global heap.
+//!
+//! Each attribute's type, space and value are resolved on their own: one that cannot be (a
+//! vlen string whose heap object is refused, a shared type that is not one) is an error for
+//! that attribute ([`RefusedAttribute`]), and [`super::File::attribute_results`] gives the
+//! others beside it. The messages themselves (compact, or the dense heap and its index) are
+//! the object's: a failure there fails the whole set.
 
 use std::collections::HashMap;
 
@@ -52,8 +58,28 @@ impl Attribute {
     }
 }
 
-/// All attributes of the object whose header is `h`, in storage order.
+/// An attribute whose type, space or value could not be resolved: its name and why.
+#[derive(Clone, Debug)]
+pub struct RefusedAttribute {
+    pub name: String,
+    pub error: Error,
+}
+
+/// All attributes of the object whose header is `h`, in storage order: the first that
+/// cannot be resolved fails them all (see [`read_attribute_results`] for each on its own).
 pub(super) fn read_attributes(file: &File, h: &ObjectHeader) -> Result<Vec<Attribute>> {
+    read_attribute_results(file, h)?
+        .into_iter()
+        .map(|r| r.map_err(|r| r.error))
+        .collect()
+}
+
+/// All attributes of the object whose header is `h`, in storage order, each resolved on its
+/// own: one that fails is refused alone.
+pub(super) fn read_attribute_results(
+    file: &File,
+    h: &ObjectHeader,
+) -> Result<Vec<std::result::Result<Attribute, RefusedAttribute>>> {
     let mut msgs = Vec::new();
     for raw in &h.messages {
         match raw.mtype {
@@ -73,9 +99,14 @@ pub(super) fn read_attributes(file: &File, h: &ObjectHeader) -> Result<Vec<Attri
         }
     }
     let mut heaps = HashMap::new();
-    msgs.into_iter()
-        .map(|m| to_attribute(file, h.addr, m, &mut heaps))
-        .collect()
+    Ok(msgs
+        .into_iter()
+        .map(|m| {
+            let name = m.name.clone();
+            to_attribute(file, h.addr, m, &mut heaps)
+                .map_err(|error| RefusedAttribute { name, error })
+        })
+        .collect())
 }
 
 fn read_dense(
@@ -346,6 +377,21 @@ mod tests {
         assert!(
             e.contains("has 19 bytes where its reference expects 18"),
             "{e}"
+        );
+        // One by one, the title alone is refused, with that error; its neighbour is read.
+        let each = f.attribute_results(f.root()).unwrap();
+        assert_eq!(each.len(), 2);
+        let Err(refused) = &each[0] else {
+            panic!("{:?}", each[0])
+        };
+        assert_eq!(refused.name, "title");
+        assert_eq!(refused.error.to_string(), e);
+        let Ok(version) = &each[1] else {
+            panic!("{:?}", each[1])
+        };
+        assert_eq!(
+            (version.name.as_str(), version.render().as_str()),
+            ("version", "3")
         );
     }
 }

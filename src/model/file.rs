@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, Weak};
 use lru::LruCache;
 
 use super::resolver::{self, FileIdx, Resolver};
-use super::{Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind};
+use super::{Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind, RefusedAttribute};
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::format::messages::datatype::Datatype;
@@ -552,8 +552,12 @@ impl File {
         Ok(Some(v))
     }
 
-    /// One link of a group by name.
+    /// One link of a group by name. A name longer than [`super::group::MAX_NAME`] bytes is
+    /// an error for that name (its group lists none such), not `None`: such a link may exist.
     pub fn lookup(&self, group: ObjectId, name: &str) -> Result<Option<Link>> {
+        if let Some(e) = super::group::name_too_long(group.0, name) {
+            return Err(e);
+        }
         let links = self.links(group)?;
         Ok(Link::position(&links, name).map(|i| links[i].clone()))
     }
@@ -701,7 +705,24 @@ impl File {
         }
     }
 
-    /// Attributes of any object, in name order.
+    /// Attributes of any object, in name order, each resolved on its own: one whose type,
+    /// space or value cannot be read is refused alone, beside the others.
+    pub fn attribute_results(
+        &self,
+        id: ObjectId,
+    ) -> Result<Vec<std::result::Result<Attribute, RefusedAttribute>>> {
+        let h = self.header(id)?;
+        let mut attrs = super::attribute::read_attribute_results(self, &h)?;
+        let name = |r: &std::result::Result<Attribute, RefusedAttribute>| match r {
+            Ok(a) => a.name.clone().into_bytes(),
+            Err(r) => r.name.clone().into_bytes(),
+        };
+        attrs.sort_by_key(name);
+        Ok(attrs)
+    }
+
+    /// Attributes of any object, in name order; the first that cannot be read fails them all
+    /// ([`File::attribute_results`] refuses it alone).
     pub fn attributes(&self, id: ObjectId) -> Result<Vec<Attribute>> {
         let h = self.header(id)?;
         let mut attrs = super::attribute::read_attributes(self, &h)?;

@@ -5,6 +5,14 @@
 //! * New-style compact groups: link messages in the object header.
 //! * New-style dense groups: link info message → fractal heap of link messages, enumerated
 //!   through the v2 B-tree name index (record type 5).
+//!
+//! A link whose name is longer than [`MAX_NAME`] bytes (or, in an old-style group, whose
+//! soft-link value is) is left out of its group's listing, the rest of the group listed: the
+//! bound refuses that link, not its neighbours (libhdf5's own test file `tlonglinks.h5` has
+//! names of 66,560 bytes beside ordinary ones). Each listing logs what it left out, one line a
+//! link up to [`LOGGED_LEFT_OUT`] and one line for the rest; listings are cached by
+//! [`File::links`], so lookups do not repeat it. Looking such a name up is an error for that
+//! name alone ([`File::lookup`]).
 
 use super::file::File;
 use super::ObjectId;
@@ -12,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::format::btree_v1;
 use crate::format::btree_v2::{self, BtreeV2Header};
 use crate::format::fractal_heap::FractalHeap;
-use crate::format::local_heap::LocalHeap;
+use crate::format::local_heap::{self, LocalHeap};
 use crate::format::messages::link::{Link as LinkMsg, LinkTarget as LinkMsgTarget};
 use crate::format::messages::{types, Message};
 use crate::format::object_header::ObjectHeader;
@@ -21,6 +29,20 @@ use crate::io::UNDEFINED_ADDR;
 
 /// Links read from one group at most: far beyond any real file, a guard against loops.
 const MAX_LINKS: usize = 10_000_000;
+
+/// The longest link name a group lists: the longest string read from a local heap
+/// ([`local_heap::MAX_STRING`], 64 KiB), in every kind of group alike.
+pub const MAX_NAME: usize = local_heap::MAX_STRING as usize;
+
+/// The largest dense link record (a link message in the fractal heap) read: version, flags,
+/// link type, creation order, character set and an 8-byte name length (20 bytes), a name of
+/// [`MAX_NAME`] bytes, and the longest link value (a 2-byte length and 65535 bytes). A larger
+/// record holds a longer name, or is corrupt: either way that link alone is left out, unread.
+const MAX_LINK_RECORD: u64 = 20 + MAX_NAME as u64 + 2 + u16::MAX as u64;
+
+/// Links left out of one listing that are logged one by one; the rest are counted in one
+/// line, so a group of a million such names costs a few log lines, not a million.
+const LOGGED_LEFT_OUT: usize = 8;
 
 /// Where a link points.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,35 +94,132 @@ impl From<LinkMsg> for Link {
     }
 }
 
-/// All links of the group whose header is `h`, in storage order.
+/// The error for looking up `name` in the group at `group` when it is longer than
+/// [`MAX_NAME`] bytes, a link no listing holds; `None` for a name within the bound.
+pub(super) fn name_too_long(group: u64, name: &str) -> Option<Error> {
+    (name.len() > MAX_NAME).then(|| {
+        Error::limit(
+            "link name",
+            group,
+            format!(
+                "a name of {} bytes (beginning {:?}) is longer than the {MAX_NAME} bytes a \
+                 link name may have; such links are left out of the group",
+                name.len(),
+                preview(name)
+            ),
+        )
+    })
+}
+
+/// The first characters of a long name, for log lines and errors.
+fn preview(name: &str) -> String {
+    let mut s: String = name.chars().take(24).collect();
+    if s.len() < name.len() {
+        s.push('…');
+    }
+    s
+}
+
+/// The links a listing leaves out, each with why: logged once the listing is read.
+struct LeftOut {
+    /// Header address of the group.
+    group: u64,
+    /// The first [`LOGGED_LEFT_OUT`] reasons.
+    logged: Vec<String>,
+    /// Every link left out.
+    count: usize,
+}
+
+impl LeftOut {
+    fn new(group: u64) -> LeftOut {
+        LeftOut {
+            group,
+            logged: Vec::new(),
+            count: 0,
+        }
+    }
+
+    fn add(&mut self, why: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.logged.len() < LOGGED_LEFT_OUT {
+            self.logged.push(why());
+        }
+    }
+
+    fn log(&self) {
+        for why in &self.logged {
+            log::warn!(
+                "group at {:#x}: link left out of its listing: {why}",
+                self.group
+            );
+        }
+        let rest = self.count - self.logged.len();
+        if rest > 0 {
+            log::warn!(
+                "group at {:#x}: {rest} more links left out of its listing (names longer than \
+                 {MAX_NAME} bytes)",
+                self.group
+            );
+        }
+    }
+}
+
+/// All links of the group whose header is `h`, in storage order, less those whose names
+/// break [`MAX_NAME`] (logged).
 pub(super) fn read_links(file: &File, h: &ObjectHeader) -> Result<Vec<Link>> {
     let mut out = Vec::new();
+    let mut left_out = LeftOut::new(h.addr);
     for raw in &h.messages {
         match raw.mtype {
             types::SYMBOL_TABLE => {
                 if let Message::SymbolTable(st) = file.decode(raw)? {
-                    read_symbol_table(file, st.btree_addr, st.heap_addr, &mut out)?;
+                    read_symbol_table(file, st.btree_addr, st.heap_addr, &mut out, &mut left_out)?;
                 }
             }
             types::LINK => {
                 if let Message::Link(l) = file.decode(raw)? {
-                    out.push(l.into());
+                    let at = || format!("link message in the object header at {:#x}", h.addr);
+                    keep(l, at, &mut out, &mut left_out);
                 }
             }
             types::LINK_INFO => {
                 if let Message::LinkInfo(info) = file.decode(raw)? {
                     if info.heap_addr != UNDEFINED_ADDR && info.name_btree_addr != UNDEFINED_ADDR {
-                        read_dense(file, info.heap_addr, info.name_btree_addr, &mut out)?;
+                        let (heap, btree) = (info.heap_addr, info.name_btree_addr);
+                        read_dense(file, heap, btree, &mut out, &mut left_out)?;
                     }
                 }
             }
             _ => {}
         }
     }
+    left_out.log();
     Ok(out)
 }
 
-fn read_symbol_table(file: &File, btree: u64, heap: u64, out: &mut Vec<Link>) -> Result<()> {
+/// Add the link of message `l` (found where `at` says) to `out`, unless its name is too long.
+fn keep(l: LinkMsg, at: impl FnOnce() -> String, out: &mut Vec<Link>, left_out: &mut LeftOut) {
+    if l.name.len() > MAX_NAME {
+        left_out.add(|| {
+            format!(
+                "{}: name of {} bytes (beginning {:?}), longer than {MAX_NAME}",
+                at(),
+                l.name.len(),
+                preview(&l.name)
+            )
+        });
+        return;
+    }
+    out.push(l.into());
+}
+
+fn read_symbol_table(
+    file: &File,
+    btree: u64,
+    heap: u64,
+    out: &mut Vec<Link>,
+    left_out: &mut LeftOut,
+) -> Result<()> {
     let storage = file.storage();
     let sizes = file.sizes();
     // The entries first: how many strings they name bounds what of the heap is read whole.
@@ -121,13 +240,34 @@ fn read_symbol_table(file: &File, btree: u64, heap: u64, out: &mut Vec<Link>) ->
             .filter(|e| matches!(e.scratch, Scratch::SoftLink { .. }))
             .count();
     let heap = LocalHeap::read_for(storage, heap, sizes, strings)?;
-    let text = |offset: u64| -> Result<String> {
-        Ok(String::from_utf8_lossy(&heap.string(storage, offset)?).into_owned())
+    // A string longer than the bound is a limit error for the link that names it (left out);
+    // any other failure is the heap's, and the group's.
+    let text = |offset: u64| -> Result<std::result::Result<String, Error>> {
+        match heap.string(storage, offset) {
+            Ok(s) => Ok(Ok(String::from_utf8_lossy(&s).into_owned())),
+            Err(e @ Error::Limit { .. }) => Ok(Err(e)),
+            Err(e) => Err(e),
+        }
     };
     for e in entries {
-        let name = text(e.name_offset)?;
+        let name = match text(e.name_offset)? {
+            Ok(name) => name,
+            Err(why) => {
+                left_out.add(|| match e.scratch {
+                    Scratch::SoftLink { .. } => format!("a soft link's name: {why}"),
+                    _ => format!("the name of a link to {:#x}: {why}", e.header_addr),
+                });
+                continue;
+            }
+        };
         let target = match e.scratch {
-            Scratch::SoftLink { value_offset } => LinkTarget::Soft(text(value_offset as u64)?),
+            Scratch::SoftLink { value_offset } => match text(value_offset as u64)? {
+                Ok(value) => LinkTarget::Soft(value),
+                Err(why) => {
+                    left_out.add(|| format!("soft link {:?}, its value: {why}", preview(&name)));
+                    continue;
+                }
+            },
             _ => LinkTarget::Hard(ObjectId(e.header_addr)),
         };
         out.push(Link {
@@ -139,7 +279,13 @@ fn read_symbol_table(file: &File, btree: u64, heap: u64, out: &mut Vec<Link>) ->
     Ok(())
 }
 
-fn read_dense(file: &File, heap_addr: u64, btree_addr: u64, out: &mut Vec<Link>) -> Result<()> {
+fn read_dense(
+    file: &File,
+    heap_addr: u64,
+    btree_addr: u64,
+    out: &mut Vec<Link>,
+    left_out: &mut LeftOut,
+) -> Result<()> {
     let storage = file.storage();
     let sizes = file.sizes();
     let heap = FractalHeap::open(storage, heap_addr, sizes)?;
@@ -156,10 +302,18 @@ fn read_dense(file: &File, heap_addr: u64, btree_addr: u64, out: &mut Vec<Link>)
         let id = rec
             .get(4..)
             .ok_or_else(|| Error::corrupt("link name record", btree_addr, "record too short"))?;
-        let body = heap.get(storage, sizes, id)?;
-        let link = LinkMsg::parse(&body, heap_addr, sizes)?;
-        out.push(link.into());
-        if out.len() > MAX_LINKS {
+        let at = || format!("link record in the fractal heap at {heap_addr:#x}");
+        match heap.get_at_most(storage, sizes, id, MAX_LINK_RECORD)? {
+            Ok(body) => keep(LinkMsg::parse(&body, heap_addr, sizes)?, at, out, left_out),
+            Err(len) => left_out.add(|| {
+                format!(
+                    "{}: {len} bytes, more than a link whose name has at most {MAX_NAME} bytes \
+                     takes ({MAX_LINK_RECORD})",
+                    at()
+                )
+            }),
+        }
+        if out.len() + left_out.count > MAX_LINKS {
             return Err(Error::limit("dense links", btree_addr, "too many links"));
         }
         Ok(true)

@@ -125,6 +125,47 @@ fn each_heap_id_type() {
     assert!(h.get(&s, sz, &[]).is_err());
 }
 
+/// An object longer than a caller's bound is answered with its length, nothing of it read,
+/// for each ID type; one within the bound is read as `get` reads it. A huge object of 1 TiB
+/// (its length in the ID) is refused by length alone, though the file is far shorter.
+#[test]
+fn objects_longer_than_a_bound_are_refused_alone_and_unread() {
+    let (img, _) = root_direct_heap(17);
+    let (_f, s) = storage_with(&img);
+    let sz = Sizes::DEFAULT;
+    let h = FractalHeap::open(&s, 0, sz).unwrap();
+    let huge = |addr: u64, len: u64| {
+        let mut id = vec![0x10];
+        id.extend_from_slice(&addr.to_le_bytes());
+        id.extend_from_slice(&len.to_le_bytes());
+        id
+    };
+    let managed = [0x00, 40, 0, 5];
+    assert_eq!(
+        h.get_at_most(&s, sz, &managed, 5).unwrap(),
+        Ok(b"hello".to_vec())
+    );
+    assert_eq!(h.get_at_most(&s, sz, &managed, 4).unwrap(), Err(5));
+    assert_eq!(h.get_at_most(&s, sz, b"\x24world\0\0", 4).unwrap(), Err(5));
+    assert_eq!(
+        h.get_at_most(&s, sz, &huge(0x300, 13), 13).unwrap(),
+        Ok(b"a huge object".to_vec())
+    );
+    assert_eq!(
+        h.get_at_most(&s, sz, &huge(0x300, 13), 12).unwrap(),
+        Err(13)
+    );
+    assert_eq!(
+        h.get_at_most(&s, sz, &huge(0x300, 1 << 40), 1 << 17)
+            .unwrap(),
+        Err(1 << 40)
+    );
+    assert!(h.get(&s, sz, &huge(0x300, 1 << 40)).is_err());
+    // Corruption is still an error, not a length.
+    assert!(h.get_at_most(&s, sz, &[0x00, 250, 0, 20], 100).is_err());
+    assert!(h.get_at_most(&s, sz, &[0x00, 40, 0, 250], 4).is_err()); // over max_man
+}
+
 #[test]
 fn tiny_extended_length() {
     let (img, _) = root_direct_heap(20);
