@@ -195,7 +195,7 @@ mod tests {
     #[test]
     fn a_chain_says_each_cause_once() {
         let inner = std::io::Error::new(ErrorKind::ConnectionRefused, "Connection refused");
-        let outer = std::io::Error::new(ErrorKind::Other, Wrap(inner));
+        let outer = std::io::Error::other(Wrap(inner));
         let text = chain(&outer);
         assert!(text.contains("error sending request"), "{text}");
         assert!(text.contains("Connection refused"), "{text}");
