@@ -10,7 +10,7 @@
 //! soft-link value is) is left out of its group's listing, the rest of the group listed: the
 //! bound refuses that link, not its neighbours (libhdf5's own test file `tlonglinks.h5` has
 //! names of 66,560 bytes beside ordinary ones). Each listing logs what it left out, one line a
-//! link up to [`LOGGED_LEFT_OUT`] and one line for the rest; listings are cached by
+//! link up to `LOGGED_LEFT_OUT` and one line for the rest; listings are cached by
 //! [`File::links`], so lookups do not repeat it. Looking such a name up is an error for that
 //! name alone ([`File::lookup`]).
 
