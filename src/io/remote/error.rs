@@ -157,7 +157,10 @@ pub(super) fn classify(url: &str, what: &str, e: object_store::Error) -> std::io
         }
         e => cause_kind(e).unwrap_or(RemoteKind::Transient),
     };
-    remote_err(kind, url, what, chain(&e))
+    match kind {
+        RemoteKind::Denied => remote_err(kind, url, what, format!("access denied: {}", chain(&e))),
+        _ => remote_err(kind, url, what, chain(&e)),
+    }
 }
 
 /// The error of request `what` to `url` that ran out of time (`bound`).

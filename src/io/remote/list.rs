@@ -200,6 +200,9 @@ impl Lister {
             };
             let why = match code.as_deref() {
                 Some("NoSuchBucket") => "no such bucket".to_string(),
+                Some(c) if status == 401 || status == 403 => {
+                    format!("access denied: status {status} ({c})")
+                }
                 Some(c) => format!("status {status} ({c})"),
                 None => format!("status {status}"),
             };
