@@ -48,10 +48,20 @@ pub(super) struct Lister {
     pub bound: Duration,
 }
 
+/// An object of a listing, as the server wrote it.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Listed {
+    pub key: String,
+    pub size: u64,
+    pub etag: Option<String>,
+    /// Seconds since 1970 (0: not given or not read).
+    pub modified: i64,
+}
+
 /// One page of a listing, as the server wrote it.
 #[derive(Debug, Default, PartialEq)]
 pub(super) struct Page {
-    pub objects: Vec<(String, u64, Option<String>, i64)>,
+    pub objects: Vec<Listed>,
     pub prefixes: Vec<String>,
     pub truncated: bool,
     pub next: Option<String>,
@@ -71,40 +81,39 @@ impl Lister {
         let mut out: Vec<OriginEntry> = Vec::new();
         let mut tokens: HashSet<String> = HashSet::new();
         let mut token: Option<String> = None;
-        let (mut outside, mut odd) = (0u64, 0u64);
+        let mut outside = 0u64;
         for _ in 0..MAX_PAGES {
-            let page = self.page(&prefix, token.as_deref(), &shown).await?;
-            for (key, size, etag, modified) in page.objects {
-                let Some(name) = key.strip_prefix(&prefix) else {
+            let page = self.page(&prefix, token.as_deref(), limit, &shown).await?;
+            // Objects, then prefixes (a prefix's name ends in `/`): each kept if it lies
+            // under the directory and its name is one a directory can hold.
+            let prefixes = page.prefixes.into_iter().map(|key| Listed {
+                key,
+                ..Listed::default()
+            });
+            for l in page.objects.into_iter().chain(prefixes) {
+                let Some(rest) = l.key.strip_prefix(&prefix) else {
                     outside += 1;
                     continue;
                 };
-                match fit(name) {
-                    Some(name) => out.push(OriginEntry {
-                        name: name.to_string(),
-                        dir: false,
-                        size,
-                        modified,
-                        etag,
-                    }),
-                    None => odd += odd_key(&shown, &key),
-                }
-            }
-            for p in page.prefixes {
-                let Some(name) = p.strip_prefix(&prefix) else {
-                    outside += 1;
+                let (name, dir) = match rest.strip_suffix('/') {
+                    Some(name) => (name, true),
+                    None => (rest, false),
+                };
+                let Some(name) = fit(name) else {
+                    log::warn!(
+                        "{shown}: key {:?} is not a name a directory can hold (empty, `.`, \
+                         `..` or `//` in it): left out",
+                        one_line(&l.key)
+                    );
                     continue;
                 };
-                match name.strip_suffix('/').and_then(fit) {
-                    Some(name) => out.push(OriginEntry {
-                        name: name.to_string(),
-                        dir: true,
-                        size: 0,
-                        modified: 0,
-                        etag: None,
-                    }),
-                    None => odd += odd_key(&shown, &p),
-                }
+                out.push(OriginEntry {
+                    name: name.to_string(),
+                    dir,
+                    size: l.size,
+                    modified: l.modified,
+                    etag: l.etag,
+                });
             }
             if out.len() >= limit {
                 if limit == self.max_keys {
@@ -136,14 +145,19 @@ impl Lister {
                 "{shown}: {outside} entries outside the prefix in the server's listing: left out"
             );
         }
-        let _ = odd;
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out.dedup_by(|a, b| a.name == b.name);
         Ok(out)
     }
 
-    /// One page of the listing of `prefix`, from `token`.
-    async fn page(&self, prefix: &str, token: Option<&str>, shown: &str) -> std::io::Result<Page> {
+    /// One page of the listing of `prefix`, from `token`, of at most `keys` keys.
+    async fn page(
+        &self,
+        prefix: &str,
+        token: Option<&str>,
+        keys: usize,
+        shown: &str,
+    ) -> std::io::Result<Page> {
         use futures_util::StreamExt;
         let mut url = url::Url::parse(&self.bucket_url)
             .map_err(|e| remote_err(RemoteKind::Invalid, shown, "LIST", e))?;
@@ -151,7 +165,7 @@ impl Lister {
             let mut q = url.query_pairs_mut();
             q.append_pair("list-type", "2");
             q.append_pair("delimiter", "/");
-            q.append_pair("max-keys", &PAGE_KEYS.to_string());
+            q.append_pair("max-keys", &keys.clamp(1, PAGE_KEYS).to_string());
             q.append_pair("prefix", prefix);
             if let Some(t) = token {
                 q.append_pair("continuation-token", t);
@@ -231,15 +245,6 @@ fn fit(name: &str) -> Option<&str> {
     ok.then_some(name)
 }
 
-/// Say once that `key` is left out; 1.
-fn odd_key(shown: &str, key: &str) -> u64 {
-    log::warn!(
-        "{shown}: key {:?} is not a name a directory can hold (empty, `.`, `..` or `//` in it): left out",
-        one_line(key)
-    );
-    1
-}
-
 /// The `Code` of an S3 error document.
 fn error_code(body: &[u8]) -> Option<String> {
     let mut r = quick_xml::Reader::from_reader(body);
@@ -268,7 +273,7 @@ pub(super) fn parse(body: &[u8]) -> Result<Page, String> {
     let mut page = Page::default();
     let mut path: Vec<Vec<u8>> = Vec::new();
     let mut text = String::new();
-    let mut obj: (Option<String>, u64, Option<String>, i64) = (None, 0, None, 0);
+    let mut obj = Listed::default();
     let mut buf = Vec::new();
     loop {
         let ev = r
@@ -299,25 +304,24 @@ pub(super) fn parse(body: &[u8]) -> Result<Page, String> {
             Event::End(_) => {
                 let names: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
                 match names.as_slice() {
-                    [_, b"Contents", b"Key"] => obj.0 = Some(text.clone()),
+                    [_, b"Contents", b"Key"] => obj.key = text.clone(),
                     [_, b"Contents", b"Size"] => {
-                        obj.1 = text
+                        obj.size = text
                             .trim()
                             .parse()
                             .map_err(|_| format!("the listing: size {:?}", one_line(&text)))?
                     }
-                    [_, b"Contents", b"ETag"] => obj.2 = Some(text.trim().to_string()),
-                    [_, b"Contents", b"LastModified"] => obj.3 = epoch(text.trim()).unwrap_or(0),
+                    [_, b"Contents", b"ETag"] => obj.etag = Some(text.trim().to_string()),
+                    [_, b"Contents", b"LastModified"] => obj.modified = epoch(text.trim()),
                     [_, b"Contents"] => {
                         let o = std::mem::take(&mut obj);
-                        if let Some(k) = o.0 {
-                            page.objects.push((k, o.1, o.2, o.3));
+                        if !o.key.is_empty() {
+                            page.objects.push(o);
                         }
                     }
                     [_, b"CommonPrefixes", b"Prefix"] => page.prefixes.push(text.clone()),
                     [_, b"IsTruncated"] => page.truncated = text.trim() == "true",
                     [_, b"NextContinuationToken"] => page.next = Some(text.clone()),
-                    [b"Error", ..] | [b"ListBucketResult"] | [_, _] | [_, _, _] => {}
                     _ => {}
                 }
                 if names.first().is_some_and(|n| *n == b"Error") && names.len() == 1 {
@@ -334,20 +338,9 @@ pub(super) fn parse(body: &[u8]) -> Result<Page, String> {
     Ok(page)
 }
 
-/// Seconds since 1970 of an RFC 3339 time (`2024-01-02T03:04:05.000Z`).
-fn epoch(t: &str) -> Option<i64> {
-    let n = |a: usize, b: usize| t.get(a..b)?.parse::<i64>().ok();
-    let (y, mo, d) = (n(0, 4)?, n(5, 7)?, n(8, 10)?);
-    let (h, mi, s) = (n(11, 13)?, n(14, 16)?, n(17, 19)?);
-    // Days from civil (proleptic Gregorian), as in Howard Hinnant's algorithm.
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + h * 3600 + mi * 60 + s)
+/// Seconds since 1970 of an RFC 3339 time (`2024-01-02T03:04:05.000Z`); 0 if it is not one.
+fn epoch(t: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(t).map_or(0, |d| d.timestamp())
 }
 
 #[cfg(test)]
@@ -366,11 +359,17 @@ mod tests {
 <CommonPrefixes><Prefix>run/sub/</Prefix></CommonPrefixes>
 </ListBucketResult>"#;
         let p = parse(xml).unwrap();
+        let listed = |key: &str, size, etag: Option<&str>, modified| Listed {
+            key: key.into(),
+            size,
+            etag: etag.map(Into::into),
+            modified,
+        };
         assert_eq!(
             p.objects,
             vec![
-                ("run/a&b.h5".into(), 42, Some("\"e1\"".into()), 86_401),
-                ("run//c.h5".into(), 1, None, 0)
+                listed("run/a&b.h5", 42, Some("\"e1\""), 86_401),
+                listed("run//c.h5", 1, None, 0)
             ]
         );
         assert_eq!(p.prefixes, vec!["run/sub/".to_string()]);
@@ -400,8 +399,8 @@ mod tests {
 
     #[test]
     fn times_are_seconds_since_1970() {
-        assert_eq!(epoch("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(epoch("2024-02-29T12:00:00.000Z"), Some(1_709_208_000));
-        assert_eq!(epoch("garbage"), None);
+        assert_eq!(epoch("1970-01-01T00:00:00Z"), 0);
+        assert_eq!(epoch("2024-02-29T12:00:00.000Z"), 1_709_208_000);
+        assert_eq!(epoch("garbage"), 0);
     }
 }

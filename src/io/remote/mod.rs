@@ -61,9 +61,15 @@
 //! fetches in flight count against the data budget (a hint that does not fit is dropped).
 //!
 //! ## Faults
-//! Every request has a timeout; `object_store` retries 5xx answers, throttling and timeouts
-//! with backoff, for at most the retry bound in total, then the read fails (`EIO`, with the
-//! URL, range and cause in the message). Every GET carries `If-Match` with the ETag seen when
+//! Every request has a timeout that covers its body too; `object_store` retries 5xx
+//! answers, throttling and timeouts with backoff, and whatever it does, a request (a GET, a
+//! GET of several ranges, a HEAD, a LIST) fails at [`RemoteOptions::bound`] (the retry
+//! bound and one request's timeout) wherever it is then: waiting for a slot, retrying, or
+//! reading the body. The read then fails (`EIO`, with the URL, range and cause in the
+//! message, and a [`RemoteKind`]), and the pages it wanted fail again at once for a short
+//! while ([`FAIL_HOLD`](super::pages::FAIL_HOLD)). Answers a hostile or broken server could
+//! abuse (redirects, content encodings, bodies that are not the range asked for) are
+//! refused by the client itself ([`net`]), and listings are bounded ([`list`]). Every GET carries `If-Match` with the ETag seen when
 //! the object was opened: an object replaced while mounted fails the reads (a 412), never
 //! mixing old and new bytes; [`ByteSource::current_identity`](super::ByteSource::current_identity) asks for the ETag afresh (a
 //! HEAD), which is what `--refresh` compares.
@@ -163,6 +169,14 @@ impl std::fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("key_id", &self.key_id)
             .finish_non_exhaustive()
+    }
+}
+
+impl RemoteOptions {
+    /// The longest one request may take, retries included: the retry bound and one
+    /// request's timeout.
+    pub fn bound(&self) -> Duration {
+        self.retry_total.saturating_add(self.request_timeout)
     }
 }
 

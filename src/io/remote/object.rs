@@ -296,7 +296,7 @@ impl Remote {
                 meta_unit: AtomicU64::new(0),
                 streams: Mutex::new(VecDeque::new()),
                 stats: RemoteStats::default(),
-                bound: opts.retry_total.saturating_add(opts.request_timeout),
+                bound: opts.bound(),
             }),
         }
     }

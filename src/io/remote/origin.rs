@@ -136,7 +136,7 @@ pub(super) fn store_for(
             store: (!opts.no_sign).then(|| store.clone()),
             region,
             max_keys: opts.list_max_keys.max(1),
-            bound: opts.retry_total.saturating_add(opts.request_timeout),
+            bound: opts.bound(),
         };
         return Ok((store, Some(lister)));
     }
@@ -208,13 +208,6 @@ impl RemoteOrigin {
         ))
     }
 
-    /// The longest one request may take, retries included.
-    fn bound(&self) -> std::time::Duration {
-        self.opts
-            .retry_total
-            .saturating_add(self.opts.request_timeout)
-    }
-
     /// `https://host` or `s3://bucket`.
     pub fn base(&self) -> &str {
         &self.base
@@ -253,7 +246,7 @@ impl RemoteOrigin {
                 &self.opts,
             ));
         }
-        let meta = block_on_bounded(self.bound(), &url, "HEAD", async {
+        let meta = block_on_bounded(self.opts.bound(), &url, "HEAD", async {
             self.store
                 .head(&key)
                 .await
@@ -291,7 +284,8 @@ impl RemoteOrigin {
                     self.base
                 ),
             ),
-            Err(p) if p.to_string().contains("no such bucket") => p,
+            // A LIST of a prefix answers 404 only for a bucket that does not exist.
+            Err(p) if RemoteKind::of(&p) == Some(RemoteKind::NotFound) => p,
             _ => e,
         }
     }
