@@ -47,6 +47,14 @@ fn kept(e: &std::io::Error) -> Kept {
     (kind, e.to_string())
 }
 
+/// The error of an answer of `got` bytes for pages `first..end` (too few).
+fn short_answer(got: usize, first: u64, end: u64) -> Kept {
+    (
+        std::io::ErrorKind::InvalidData,
+        format!("{got} bytes answered for pages {first}..{end}"),
+    )
+}
+
 fn unkept((kind, text): &Kept) -> std::io::Error {
     std::io::Error::new(*kind, text.clone())
 }
@@ -317,16 +325,9 @@ impl PageCache {
                         }
                     }
                     Ok(bytes) => {
-                        let e = std::io::Error::new(
-                            std::io::ErrorKind::InvalidData,
-                            format!(
-                                "{} bytes answered for pages {first}..{}",
-                                bytes.len(),
-                                first + count
-                            ),
-                        );
-                        self.land(obj, run, Err(kept(&e)));
-                        result = Err(e);
+                        let e = short_answer(bytes.len(), first, first + count);
+                        self.land(obj, run, Err(e.clone()));
+                        result = Err(unkept(&e));
                     }
                     Err(e) => {
                         self.land(obj, run, Err(kept(&e)));
@@ -427,15 +428,7 @@ impl PageCache {
             Ok(bytes) => self.land(
                 claim.obj,
                 &claim.owned,
-                Err((
-                    std::io::ErrorKind::InvalidData,
-                    format!(
-                        "{} bytes answered for pages {}..{}",
-                        bytes.len(),
-                        claim.first,
-                        claim.end
-                    ),
-                )),
+                Err(short_answer(bytes.len(), claim.first, claim.end)),
             ),
             Err(e) => self.land(claim.obj, &claim.owned, Err(kept(&e))),
         }
