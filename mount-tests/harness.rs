@@ -27,13 +27,17 @@ pub const EMPTY_H5_HEX: &str =
     000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000\
     00000000000000000000000000000000000000000000000000000000000000000000000000000000c5b9c8ac";
 
+/// Bytes from a hex string (`"0a1b"` → `[0x0a, 0x1b]`).
+pub fn unhex(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// Write the empty HDF5 file into `dir` and return its path.
 pub fn empty_h5(dir: &Path) -> PathBuf {
-    let hex = EMPTY_H5_HEX.as_bytes();
-    let bytes: Vec<u8> = hex
-        .chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-        .collect();
+    let bytes = unhex(EMPTY_H5_HEX);
     assert_eq!(bytes.len(), 179);
     let p = dir.join("empty.h5");
     std::fs::write(&p, bytes).unwrap();

@@ -30,14 +30,7 @@ fn probes(e: &Value) -> Vec<(u64, Vec<u8>)> {
         .as_object()
         .unwrap()
         .iter()
-        .map(|(o, hex)| {
-            let hex = hex.as_str().unwrap();
-            let bytes = (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-                .collect();
-            (o.parse().unwrap(), bytes)
-        })
+        .map(|(o, hex)| (o.parse().unwrap(), harness::unhex(hex.as_str().unwrap())))
         .collect()
 }
 

@@ -36,6 +36,9 @@ const ID_TINY: u8 = 2;
 /// add a second length byte (12 bits in all).
 const TINY_SHORT_MAX_ID: u16 = 18;
 
+/// An object's bytes, or (past a caller's bound) its length with nothing of it read.
+pub type Bounded = std::result::Result<Vec<u8>, u64>;
+
 /// An open fractal heap (header decoded; blocks read on demand).
 ///
 /// Spec "III.G Disk Format: Level 1G - Fractal Heap", "Layout: Fractal Heap Header".
@@ -226,7 +229,7 @@ impl FractalHeap {
         sizes: Sizes,
         id: &[u8],
         max: u64,
-    ) -> Result<std::result::Result<Vec<u8>, u64>> {
+    ) -> Result<Bounded> {
         let first = *id
             .first()
             .ok_or_else(|| Error::corrupt(WHAT, self.addr, "empty heap ID"))?;
@@ -240,7 +243,7 @@ impl FractalHeap {
         match (first >> 4) & 3 {
             ID_MANAGED => match self.managed_place(id)? {
                 (_, len) if len > max => Ok(Err(len)),
-                _ => self.get_managed(storage, id).map(Ok),
+                (offset, len) => self.get_managed(storage, offset, len).map(Ok),
             },
             ID_HUGE => self.get_huge(storage, sizes, id, max),
             // A tiny object has at most 4096 bytes, all of them in the ID already read.
@@ -275,13 +278,7 @@ impl FractalHeap {
         })
     }
 
-    fn get_huge(
-        &self,
-        storage: &Storage,
-        sizes: Sizes,
-        id: &[u8],
-        max: u64,
-    ) -> Result<std::result::Result<Vec<u8>, u64>> {
+    fn get_huge(&self, storage: &Storage, sizes: Sizes, id: &[u8], max: u64) -> Result<Bounded> {
         let body = id.get(1..self.id_len as usize).unwrap_or_default();
         let (o, l) = (sizes.offset as usize, sizes.length as usize);
         if self.filter_len > 0 {
@@ -377,8 +374,8 @@ impl FractalHeap {
         Ok((offset, len))
     }
 
-    fn get_managed(&self, storage: &Storage, id: &[u8]) -> Result<Vec<u8>> {
-        let (offset, len) = self.managed_place(id)?;
+    /// The managed object of `len` bytes at heap offset `offset` (from [`Self::managed_place`]).
+    fn get_managed(&self, storage: &Storage, offset: u64, len: u64) -> Result<Vec<u8>> {
         let (block_addr, block_off, block_size) = self.find_direct_block(storage, offset)?;
         if self.filter_len > 0 {
             return Err(Error::unsupported("fractal heap", "filtered direct blocks"));

@@ -146,6 +146,13 @@ impl LocalHeap {
     /// of 256 bytes, then doubling) up to its NUL. Either way a string longer than
     /// [`MAX_STRING`] bytes is refused, and no more than that plus one piece is read.
     pub fn string(&self, storage: &Storage, offset: u64) -> Result<Cow<'_, [u8]>> {
+        self.string_within(storage, offset)?
+    }
+
+    /// [`LocalHeap::string`], with a string longer than [`MAX_STRING`] told apart from every
+    /// other failure: `Ok(Err(..))` for it alone (a caller that can leave out the one link it
+    /// names goes on with the others), `Err(..)` for a heap that cannot be read.
+    pub fn string_within(&self, storage: &Storage, offset: u64) -> Result<Result<Cow<'_, [u8]>>> {
         let avail = self.size.checked_sub(offset).filter(|&n| n > 0);
         let Some(avail) = avail else {
             return Err(self.offset_outside(offset));
@@ -155,8 +162,8 @@ impl LocalHeap {
         if self.loaded {
             let rest = &self.data[offset as usize..][..limit as usize];
             return match rest.iter().position(|&b| b == 0) {
-                Some(n) => Ok(Cow::Borrowed(&rest[..n])),
-                None => Err(self.unterminated(offset, limit)),
+                Some(n) => Ok(Ok(Cow::Borrowed(&rest[..n]))),
+                None => self.unterminated(offset, limit),
             };
         }
         let mut out = Vec::new();
@@ -169,11 +176,11 @@ impl LocalHeap {
             storage.read_at(at, &mut out[start..], "local heap data segment")?;
             if let Some(p) = out[start..].iter().position(|&b| b == 0) {
                 out.truncate(start + p);
-                return Ok(Cow::Owned(out));
+                return Ok(Ok(Cow::Owned(out)));
             }
             piece = piece.saturating_mul(2);
         }
-        Err(self.unterminated(offset, limit))
+        self.unterminated(offset, limit)
     }
 
     /// The NUL-terminated string at `offset` in the loaded data segment (without the NUL).
@@ -212,19 +219,20 @@ impl LocalHeap {
         )
     }
 
-    /// The error for a string at `offset` with no NUL in its first `limit` bytes.
-    fn unterminated(&self, offset: u64, limit: u64) -> Error {
+    /// The failure of a string at `offset` with no NUL in its first `limit` bytes: too long
+    /// (that string's alone), or a segment without its NUL (the heap's).
+    fn unterminated<T>(&self, offset: u64, limit: u64) -> Result<Result<T>> {
         if limit > MAX_STRING {
-            Error::limit(
+            Ok(Err(Error::limit(
                 WHAT,
                 self.addr,
                 format!(
                     "string at offset {offset} is longer than {MAX_STRING} bytes, the most a \
                      name may have"
                 ),
-            )
+            )))
         } else {
-            Error::corrupt(
+            Err(Error::corrupt(
                 WHAT,
                 self.addr,
                 format!(
@@ -232,7 +240,7 @@ impl LocalHeap {
                      of {} bytes",
                     self.size
                 ),
-            )
+            ))
         }
     }
 }

@@ -853,10 +853,27 @@ impl H5Fs {
             .attribute_results(id)
             .map_err(|e| FsError::model(&node.path, e))?;
         for a in attrs {
-            let a = match a {
-                Ok(a) => a,
+            // A name an xattr cannot carry is passed over whether its value reads or not.
+            let name = match &a {
+                Ok(a) => &a.name,
+                Err(r) => &r.name,
+            };
+            let key = format!("{}@{}", node.path, name);
+            if !xattr::attr_visible(name) {
+                self.log_once(&key, || {
+                    format!(
+                        "attribute {:?} of {} not shown as an xattr",
+                        name, node.path
+                    )
+                });
+                continue;
+            }
+            match a {
+                Ok(a) => out.push((
+                    format!("{}{}", xattr::USER, a.name),
+                    a.render().into_bytes(),
+                )),
                 Err(r) => {
-                    let key = format!("{}@{}", node.path, r.name);
                     self.log_once(&key, || {
                         format!(
                             "attribute {:?} of {} not shown: {}",
@@ -865,22 +882,7 @@ impl H5Fs {
                     });
                     let name = format!("{}{}", xattr::USER, r.name);
                     refused.push((name, FsError::model(&node.path, r.error)));
-                    continue;
                 }
-            };
-            if xattr::attr_visible(&a.name) {
-                out.push((
-                    format!("{}{}", xattr::USER, a.name),
-                    a.render().into_bytes(),
-                ));
-            } else {
-                let key = format!("{}@{}", node.path, a.name);
-                self.log_once(&key, || {
-                    format!(
-                        "attribute {:?} of {} not shown as an xattr",
-                        a.name, node.path
-                    )
-                });
             }
         }
         Ok(Xattrs {

@@ -65,21 +65,12 @@ pub struct RefusedAttribute {
     pub error: Error,
 }
 
-/// All attributes of the object whose header is `h`, in storage order: the first that
-/// cannot be resolved fails them all (see [`read_attribute_results`] for each on its own).
-pub(super) fn read_attributes(file: &File, h: &ObjectHeader) -> Result<Vec<Attribute>> {
-    read_attribute_results(file, h)?
-        .into_iter()
-        .map(|r| r.map_err(|r| r.error))
-        .collect()
-}
+/// An attribute, or why it could not be resolved.
+pub type AttrResult = std::result::Result<Attribute, RefusedAttribute>;
 
 /// All attributes of the object whose header is `h`, in storage order, each resolved on its
 /// own: one that fails is refused alone.
-pub(super) fn read_attribute_results(
-    file: &File,
-    h: &ObjectHeader,
-) -> Result<Vec<std::result::Result<Attribute, RefusedAttribute>>> {
+pub(super) fn read_attribute_results(file: &File, h: &ObjectHeader) -> Result<Vec<AttrResult>> {
     let mut msgs = Vec::new();
     for raw in &h.messages {
         match raw.mtype {

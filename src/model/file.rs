@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, Weak};
 use lru::LruCache;
 
 use super::resolver::{self, FileIdx, Resolver};
-use super::{Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind, RefusedAttribute};
+use super::{AttrResult, Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind};
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::format::messages::datatype::Datatype;
@@ -707,27 +707,26 @@ impl File {
 
     /// Attributes of any object, in name order, each resolved on its own: one whose type,
     /// space or value cannot be read is refused alone, beside the others.
-    pub fn attribute_results(
-        &self,
-        id: ObjectId,
-    ) -> Result<Vec<std::result::Result<Attribute, RefusedAttribute>>> {
+    pub fn attribute_results(&self, id: ObjectId) -> Result<Vec<AttrResult>> {
         let h = self.header(id)?;
         let mut attrs = super::attribute::read_attribute_results(self, &h)?;
-        let name = |r: &std::result::Result<Attribute, RefusedAttribute>| match r {
-            Ok(a) => a.name.clone().into_bytes(),
-            Err(r) => r.name.clone().into_bytes(),
-        };
-        attrs.sort_by_key(name);
+        fn name(r: &AttrResult) -> &[u8] {
+            match r {
+                Ok(a) => a.name.as_bytes(),
+                Err(r) => r.name.as_bytes(),
+            }
+        }
+        attrs.sort_by(|a, b| name(a).cmp(name(b)));
         Ok(attrs)
     }
 
     /// Attributes of any object, in name order; the first that cannot be read fails them all
     /// ([`File::attribute_results`] refuses it alone).
     pub fn attributes(&self, id: ObjectId) -> Result<Vec<Attribute>> {
-        let h = self.header(id)?;
-        let mut attrs = super::attribute::read_attributes(self, &h)?;
-        attrs.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-        Ok(attrs)
+        self.attribute_results(id)?
+            .into_iter()
+            .map(|r| r.map_err(|r| r.error))
+            .collect()
     }
 
     /// Modification time of the object (seconds since the epoch), if stored.

@@ -120,44 +120,37 @@ fn preview(name: &str) -> String {
     s
 }
 
-/// The links a listing leaves out, each with why: logged once the listing is read.
+/// The links a listing leaves out: the first [`LOGGED_LEFT_OUT`] logged each with why, as
+/// they are met, the rest counted in one line at the end ([`LeftOut::log`]).
 struct LeftOut {
     /// Header address of the group.
     group: u64,
-    /// The first [`LOGGED_LEFT_OUT`] reasons.
-    logged: Vec<String>,
     /// Every link left out.
     count: usize,
 }
 
 impl LeftOut {
     fn new(group: u64) -> LeftOut {
-        LeftOut {
-            group,
-            logged: Vec::new(),
-            count: 0,
-        }
+        LeftOut { group, count: 0 }
     }
 
     fn add(&mut self, why: impl FnOnce() -> String) {
         self.count += 1;
-        if self.logged.len() < LOGGED_LEFT_OUT {
-            self.logged.push(why());
+        if self.count <= LOGGED_LEFT_OUT {
+            log::warn!(
+                "group at {:#x}: link left out of its listing: {}",
+                self.group,
+                why()
+            );
         }
     }
 
     fn log(&self) {
-        for why in &self.logged {
-            log::warn!(
-                "group at {:#x}: link left out of its listing: {why}",
-                self.group
-            );
-        }
-        let rest = self.count - self.logged.len();
+        let rest = self.count.saturating_sub(LOGGED_LEFT_OUT);
         if rest > 0 {
             log::warn!(
-                "group at {:#x}: {rest} more links left out of its listing (names longer than \
-                 {MAX_NAME} bytes)",
+                "group at {:#x}: {rest} more links left out of its listing (a name or a \
+                 link record over its bound)",
                 self.group
             );
         }
@@ -243,11 +236,9 @@ fn read_symbol_table(
     // A string longer than the bound is a limit error for the link that names it (left out);
     // any other failure is the heap's, and the group's.
     let text = |offset: u64| -> Result<std::result::Result<String, Error>> {
-        match heap.string(storage, offset) {
-            Ok(s) => Ok(Ok(String::from_utf8_lossy(&s).into_owned())),
-            Err(e @ Error::Limit { .. }) => Ok(Err(e)),
-            Err(e) => Err(e),
-        }
+        Ok(heap
+            .string_within(storage, offset)?
+            .map(|s| String::from_utf8_lossy(&s).into_owned()))
     };
     for e in entries {
         let name = match text(e.name_offset)? {

@@ -10,7 +10,7 @@ mod sohm;
 pub mod value;
 pub mod virtual_ds;
 
-pub use attribute::{Attribute, RefusedAttribute};
+pub use attribute::{AttrResult, Attribute, RefusedAttribute};
 pub use dataset::{ChunkIndexKind, Dataset, DatasetInfo, LayoutKind};
 pub use file::{File, OpenOptions};
 pub use group::{Link, LinkTarget};
