@@ -63,8 +63,7 @@ const MOUNT_OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "endpoint=URL, region=NAME, profile=NAME, no_sign_request, virtual_hosted, \
-         allow_redirects, list_max_keys=N, \
-         request_timeout=S, retry_timeout=S",
+         allow_redirects, list_max_keys=N, request_timeout=S, retry_timeout=S, no_warm_up",
         "as the options of the same names (see REMOTE SOURCES)",
     ),
     (
@@ -178,6 +177,10 @@ pub fn generate(cmd: clap::Command, dir: &Path) -> io::Result<()> {
 
 /// The man page: clap's sections, then ours.
 fn man_page(cmd: clap::Command, out: &mut dyn Write) -> io::Result<()> {
+    let inspect_flags = cmd
+        .find_subcommand("inspect")
+        .map(flags_of)
+        .unwrap_or_default();
     let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
     let cmd = cmd.long_about(format!("{about}.\n\n{DESCRIPTION}"));
     let man = clap_mangen::Man::new(cmd).date(env!("CARGO_PKG_VERSION"));
@@ -194,10 +197,7 @@ fn man_page(cmd: clap::Command, out: &mut dyn Write) -> io::Result<()> {
         italic("FILE"),
         roman(" ["),
         italic("PATH"),
-        roman(
-            "] [--endpoint URL] [--region NAME] [--profile NAME] [--no-sign-request] \
-               [--virtual-hosted] [--request-timeout S] [--retry-timeout S]",
-        ),
+        roman(format!("]{inspect_flags}")),
     ]);
     r.text([roman(
         "Print the tree of objects below PATH (default /) with types, shapes, layouts and \
@@ -260,6 +260,26 @@ fn table(r: &mut Roff, title: &str, rows: &[(&str, &str)], lead: &str) {
     }
 }
 
+/// The long options of `cmd`, as a synopsis: ` [--flag] [--name VALUE] ...`.
+fn flags_of(cmd: &clap::Command) -> String {
+    let mut out = String::new();
+    for a in cmd.get_arguments() {
+        let Some(long) = a.get_long() else { continue };
+        if a.is_hide_set() {
+            continue;
+        }
+        let value = a
+            .get_value_names()
+            .and_then(|v| v.first())
+            .filter(|_| a.get_action().takes_values());
+        match value {
+            Some(v) => out.push_str(&format!(" [--{long} {v}]")),
+            None => out.push_str(&format!(" [--{long}]")),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,10 +306,33 @@ mod tests {
                 "{section}"
             );
         }
-        // Every option of the definition is on the page, and in the completions.
-        for opt in ["cache\\-size", "tiff", "no\\-sign\\-request", "refresh"] {
-            assert!(page.contains(opt), "{opt}");
+        // Every option of the definition is on the page (the command's and inspect's), and
+        // every remote option also in the table of -o options.
+        let cmd = crate::cli::command();
+        let inspect = cmd.find_subcommand("inspect").unwrap();
+        for a in cmd.get_arguments().chain(inspect.get_arguments()) {
+            let Some(long) = a.get_long().filter(|_| !a.is_hide_set()) else {
+                continue;
+            };
+            let escaped = long.replace('-', "\\-");
+            assert!(page.contains(&escaped), "--{long} is not on the page");
         }
+        let table = MOUNT_OPTIONS
+            .iter()
+            .map(|(tag, _)| *tag)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let remote = cmd
+            .get_arguments()
+            .filter(|a| a.get_help_heading() == Some("Remote sources"));
+        let mut seen = 0;
+        for a in remote {
+            let Some(long) = a.get_long() else { continue };
+            seen += 1;
+            let key = long.replace('-', "_");
+            assert!(table.contains(&key), "-o {key} is not in the table");
+        }
+        assert!(seen >= 10, "{seen} remote options");
         let bash = std::fs::read_to_string(dir.path().join("h5mount.bash")).unwrap();
         assert!(bash.contains("--cache-size"));
         for name in ["_h5mount", "h5mount.fish"] {
