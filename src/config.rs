@@ -293,21 +293,22 @@ pub fn parse_byte_order(v: &str) -> Result<ByteOrderMode, String> {
     }
 }
 
-/// Worker thread count: 1 to [`MAX_THREADS`].
-pub fn parse_threads(v: &str) -> Result<usize, String> {
-    match v.parse::<usize>() {
-        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
-        _ => Err(format!("expected 1 to {MAX_THREADS}")),
-    }
-}
-
-/// `--max-open-files`/`max_open_files=`: a count in [`MAX_OPEN_FILES_RANGE`].
-pub fn parse_max_open_files(v: &str) -> Result<usize, String> {
-    let (lo, hi) = MAX_OPEN_FILES_RANGE;
+/// A count from `lo` to `hi` (the value exactly: no sign, no spaces).
+pub fn parse_count(v: &str, (lo, hi): (usize, usize)) -> Result<usize, String> {
     match v.parse::<usize>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
         _ => Err(format!("expected {lo} to {hi}")),
     }
+}
+
+/// Worker thread count: 1 to [`MAX_THREADS`].
+pub fn parse_threads(v: &str) -> Result<usize, String> {
+    parse_count(v, (1, MAX_THREADS))
+}
+
+/// `--max-open-files`/`max_open_files=`: a count in [`MAX_OPEN_FILES_RANGE`].
+pub fn parse_max_open_files(v: &str) -> Result<usize, String> {
+    parse_count(v, MAX_OPEN_FILES_RANGE)
 }
 
 /// `--readahead`/`readahead=`: KiB from 0 (leave the kernel's) to [`MAX_READAHEAD_KB`].

@@ -248,16 +248,7 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
 
 /// `url` without any `user:password@` part, for messages and `/proc/mounts`.
 pub fn display_url(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let host_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..host_end].rfind('@') {
-                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-                None => url.to_string(),
-            }
-        }
-        None => url.to_string(),
-    }
+    crate::config::remote::without_userinfo(url, "")
 }
 
 /// Mount per `cfg`; returns the process exit status.

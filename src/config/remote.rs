@@ -136,12 +136,13 @@ impl RemoteConfig {
 /// `v` as a message shows it: quoted and escaped (so it stays on one line), with the
 /// user-info of a URL (`user:password@`) replaced by `***`.
 pub fn shown(v: &str) -> String {
-    format!("{:?}", hide_userinfo(v))
+    format!("{:?}", without_userinfo(v, "***"))
 }
 
-/// `v` with the user-info of a URL replaced by `***`. When `v` does not parse as a URL, a
-/// password might hold a `/` or `?`, so everything from `://` to the last `@` is hidden.
-fn hide_userinfo(v: &str) -> String {
+/// `v` with the user-info of a URL (`user:password@`) replaced by `mask` (none at all, `@`
+/// included, when `mask` is empty). When `v` does not parse as a URL, a password might hold
+/// a `/` or `?`, so everything from `://` to the last `@` is hidden.
+pub fn without_userinfo(v: &str, mask: &str) -> String {
     let Some(i) = v.find("://") else {
         return v.to_string();
     };
@@ -152,9 +153,10 @@ fn hide_userinfo(v: &str) -> String {
         None if !parses(v) => rest.rfind('@'),
         None => None,
     };
-    match at {
-        Some(at) => format!("{head}***{}", &rest[at..]),
-        None => v.to_string(),
+    match (at, mask) {
+        (Some(at), "") => format!("{head}{}", &rest[at + 1..]),
+        (Some(at), mask) => format!("{head}{mask}{}", &rest[at..]),
+        (None, _) => v.to_string(),
     }
 }
 
@@ -193,6 +195,24 @@ fn not_a_url(v: &str, e: url::ParseError) -> String {
     }
 }
 
+/// `v` as a URL with a host, no user-info, and no query or fragment (`query` says why
+/// those are refused): what an endpoint and an http(s) source have in common.
+#[cfg(feature = "remote")]
+fn plain_url(v: &str, query: &str) -> Result<url::Url, String> {
+    no_controls(v)?;
+    let u = url::Url::parse(v).map_err(|e| not_a_url(v, e))?;
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err(CREDENTIALS_IN_URL.into());
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err("no host".into());
+    }
+    if u.query().is_some() || u.fragment().is_some() {
+        return Err(format!("a query (?...) or fragment (#...) {query}"));
+    }
+    Ok(u)
+}
+
 /// `--endpoint`/`endpoint=`: the endpoint as passed to the S3 client (see the module docs).
 #[cfg(feature = "remote")]
 pub fn parse_endpoint(v: &str) -> Result<String, String> {
@@ -203,22 +223,14 @@ pub fn parse_endpoint(v: &str) -> Result<String, String> {
     if !v.contains("://") {
         return Err("not a URL: give its scheme, as in http://HOST:PORT".into());
     }
-    let u = url::Url::parse(v).map_err(|e| not_a_url(v, e))?;
-    if !matches!(u.scheme(), "http" | "https") {
+    let scheme = url::Url::parse(v).map_err(|e| not_a_url(v, e))?;
+    if !matches!(scheme.scheme(), "http" | "https") {
         return Err(format!(
             "the scheme must be http or https, not {}",
-            u.scheme()
+            scheme.scheme()
         ));
     }
-    if !u.username().is_empty() || u.password().is_some() {
-        return Err(CREDENTIALS_IN_URL.into());
-    }
-    if u.host_str().is_none_or(str::is_empty) {
-        return Err("no host".into());
-    }
-    if u.query().is_some() || u.fragment().is_some() {
-        return Err("a query (?...) or fragment (#...) is not allowed".into());
-    }
+    let u = plain_url(v, "is not allowed")?;
     Ok(u.as_str().trim_end_matches('/').to_string())
 }
 
@@ -290,11 +302,7 @@ const LIST_MAX_KEYS_RANGE: (usize, usize) = (1, 10_000_000);
 
 /// `--list-max-keys N`: a whole number in [`LIST_MAX_KEYS_RANGE`].
 pub fn parse_list_max_keys(v: &str) -> Result<usize, String> {
-    let (lo, hi) = LIST_MAX_KEYS_RANGE;
-    match v.trim().parse::<usize>() {
-        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(format!("expected a whole number from {lo} to {hi}")),
-    }
+    super::parse_count(v, LIST_MAX_KEYS_RANGE)
 }
 
 /// Check a remote SOURCE (`s3://...`, `http(s)://...`) and, for S3, the endpoint and region
@@ -347,18 +355,7 @@ fn check_http_url(v: &str) -> Result<(), String> {
     if authority.contains('\\') {
         return Err("a '\\' in the host".into());
     }
-    let u = url::Url::parse(v).map_err(|e| not_a_url(v, e))?;
-    if !u.username().is_empty() || u.password().is_some() {
-        return Err(CREDENTIALS_IN_URL.into());
-    }
-    if u.host_str().is_none_or(str::is_empty) {
-        return Err("no host".into());
-    }
-    if u.query().is_some() || u.fragment().is_some() {
-        return Err(
-            "a query (?...) or fragment (#...) is not supported: the path names the object".into(),
-        );
-    }
+    let u = plain_url(v, "is not supported: the path names the object")?;
     if !rest.contains('/') || u.path() == "/" {
         return Err("no path: the URL must name an object, as in https://HOST/DIR/FILE.h5".into());
     }
