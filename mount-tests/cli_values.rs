@@ -27,15 +27,12 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use servers::Seaweed;
 
 /// Longest a refused command may take: it sends nothing and waits for nothing.
 const REFUSAL_BOUND: Duration = Duration::from_secs(60);
-
-/// A loopback port that is closed: where the metadata endpoint points.
-const CLOSED: &str = "http://127.0.0.1:9";
 
 /// Malformed values of each remote option: (flag, `-o` name, values). `{port}` stands for
 /// the port of a loopback listener that must see no connection.
@@ -114,18 +111,8 @@ struct Outcome {
 /// The binary with a clean environment: no `AWS_*` of the caller, HOME at `home`, the
 /// metadata endpoint closed, backtraces on (so a panic cannot hide).
 fn h5mount(home: &Path) -> Command {
-    let mut c = Command::new(harness::BIN);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("AWS_") {
-            c.env_remove(k);
-        }
-    }
-    c.env("HOME", home)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_METADATA_ENDPOINT", CLOSED)
-        .env("RUST_BACKTRACE", "1")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
+    let mut c = harness::isolated(home);
+    c.env("RUST_BACKTRACE", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
@@ -153,17 +140,8 @@ fn finish(mut c: Command, bound: Duration) -> Outcome {
     };
     let out = pipe(Box::new(child.stdout.take().unwrap()));
     let err = pipe(Box::new(child.stderr.take().unwrap()));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > bound {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{c:?} still running after {bound:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = harness::wait_child(&mut child, bound) else {
+        panic!("{c:?} still running after {bound:?}");
     };
     Outcome {
         code: status.code(),

@@ -27,6 +27,44 @@ pub const EMPTY_H5_HEX: &str =
     000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000\
     00000000000000000000000000000000000000000000000000000000000000000000000000000000c5b9c8ac";
 
+/// The binary, run with an environment that cannot reach a credential of the caller's or
+/// an address outside loopback: no `AWS_*` variable of the caller, HOME at `home` (no
+/// `~/.aws`), the instance metadata off and its endpoint a closed loopback port, no
+/// `RUST_LOG`, no standard input.
+pub fn isolated(home: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("HOME", home)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null());
+    c
+}
+
+/// Wait for `child` to end, at most `bound`: its status, or `None` when it had to be killed.
+pub fn wait_child(
+    child: &mut std::process::Child,
+    bound: Duration,
+) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if start.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Bytes from a hex string (`"0a1b"` → `[0x0a, 0x1b]`).
 pub fn unhex(hex: &str) -> Vec<u8> {
     (0..hex.len())

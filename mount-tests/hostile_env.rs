@@ -121,18 +121,8 @@ impl Env {
         creds: bool,
         extra: &[&str],
     ) -> Command {
-        let mut c = Command::new(harness::BIN);
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("AWS_") {
-                c.env_remove(k);
-            }
-        }
-        c.env_remove("RUST_LOG")
-            .env("HOME", self.dir.path())
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
-            .stdin(Stdio::null())
-            .arg(source)
+        let mut c = harness::isolated(self.dir.path());
+        c.arg(source)
             .arg(mp)
             .args(["--no-warm-up", "-v", "--log-file"])
             .arg(self.log_path());
@@ -178,22 +168,11 @@ impl Env {
             .stderr(fs::File::create(&err_path).unwrap());
         let start = Instant::now();
         let mut child = c.spawn().unwrap();
-        let code = loop {
-            if let Ok(Some(st)) = child.try_wait() {
-                break st.code();
-            }
-            if start.elapsed() > COMMAND_LIMIT {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let code = harness::wait_child(&mut child, COMMAND_LIMIT).and_then(|s| s.code());
         let took = start.elapsed();
         let mounted = harness::is_mounted(&mp);
-        if mounted {
-            unmount(&mp);
-        }
+        // Whatever it said: a mount that came up just before the check is undone too.
+        unmount(&mp);
         Failed {
             code,
             stderr: fs::read_to_string(&err_path).unwrap_or_default(),

@@ -89,18 +89,6 @@ impl Request {
         parse_ranges(self.header("range")?, len)
     }
 
-    /// Where the first range asked for starts (`bytes=a-...`), whatever the object.
-    pub fn range_start(&self) -> Option<u64> {
-        let spec = self.header("range")?.trim().strip_prefix("bytes=")?;
-        spec.split(',')
-            .next()?
-            .trim()
-            .split('-')
-            .next()?
-            .parse()
-            .ok()
-    }
-
     /// True if the request carries credentials of any kind.
     pub fn has_credentials(&self) -> bool {
         self.headers.iter().any(|(k, _)| {
@@ -220,16 +208,8 @@ impl HostileServer {
         *self.shared.fault.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(fault));
     }
 
-    pub fn store(&self) -> &Store {
-        &self.shared.store
-    }
-
     pub fn addr(&self) -> SocketAddr {
         self.addr
-    }
-
-    pub fn port(&self) -> u16 {
-        self.addr.port()
     }
 
     /// `http://IP:PORT`.
@@ -263,10 +243,6 @@ impl HostileServer {
 
     pub fn aborter(&self) -> Aborter {
         Aborter(self.shared.aborted.clone())
-    }
-
-    pub fn aborted(&self) -> bool {
-        self.shared.aborted.load(Ordering::Relaxed)
     }
 }
 
@@ -407,11 +383,7 @@ fn read_head(
         match stream.read(&mut buf) {
             Ok(0) => return Err(End::Closed),
             Ok(n) => pending.extend_from_slice(&buf[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
+            Err(e) if transient(&e) => {}
             Err(_) => return Err(End::Closed),
         }
     }
@@ -435,11 +407,7 @@ fn skip_body(
         match stream.read(&mut buf[..len.min(8192)]) {
             Ok(0) => return Err(End::Closed),
             Ok(n) => len -= n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
+            Err(e) if transient(&e) => {}
             Err(_) => return Err(End::Closed),
         }
     }
@@ -479,6 +447,15 @@ fn parse_head(head: &[u8], peer: SocketAddr, local: SocketAddr) -> Option<Reques
     })
 }
 
+/// Whether a socket error only means "not now" (a read or write timed out, a signal): the
+/// loop goes on, checking whether the server stops.
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+    )
+}
+
 /// Keep the connection open, answering nothing, until the client closes it or the server
 /// stops.
 fn hold(stream: &mut TcpStream, shared: &Shared) {
@@ -488,11 +465,7 @@ fn hold(stream: &mut TcpStream, shared: &Shared) {
         match stream.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
+            Err(e) if transient(&e) => {}
             Err(_) => return,
         }
     }
@@ -515,14 +488,7 @@ fn write_all(
         match stream.write(&bytes[at..end]) {
             Ok(0) => return Err(End::Closed),
             Ok(n) => at += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
+            Err(e) if transient(&e) => continue,
             Err(_) => return Err(End::Closed),
         }
         if let Some(p) = pace {
@@ -567,18 +533,12 @@ fn send(
     shared: &Shared,
 ) -> Result<(), End> {
     let head_only = req.method == "HEAD";
-    // The length to announce (`None`: the body is sent chunked).
-    let announce = match &resp.body {
-        Body::Bytes(b) => Some(b.len() as u64),
+    let announced = match &resp.body {
+        Body::Bytes(b) => b.len() as u64,
         Body::Gen { len, .. } => *len,
     };
-    let chunked = announce.is_none();
-    match announce {
-        Some(n) if resp.get_header("content-length").is_none() => {
-            resp = resp.header("Content-Length", &n.to_string());
-        }
-        Some(_) => {}
-        None => resp = resp.header("Transfer-Encoding", "chunked"),
+    if resp.get_header("content-length").is_none() {
+        resp = resp.header("Content-Length", &announced.to_string());
     }
     let mut head = format!("HTTP/1.1 {} {}\r\n", resp.status, reason(resp.status));
     for (k, v) in &resp.headers {
@@ -601,14 +561,7 @@ fn send(
                 return Err(End::Closed);
             }
             let n = (bytes.len() - at).min(WRITE_PIECE).min(room as usize);
-            let framed;
-            let out: &[u8] = if chunked {
-                framed = [format!("{n:x}\r\n").as_bytes(), &bytes[at..at + n], b"\r\n"].concat();
-                &framed
-            } else {
-                &bytes[at..at + n]
-            };
-            write_all(stream, out, pace, shared)?;
+            write_all(stream, &bytes[at..at + n], pace, shared)?;
             at += n;
             *sent += n as u64;
             set_logged(shared, index, |l| l.body_bytes = *sent);
@@ -627,16 +580,9 @@ fn send(
             }
         }
     }
-    let announced = match &resp.body {
-        Body::Gen { len: Some(n), .. } => *n,
-        _ => sent,
-    };
     if resp.cut_after.is_some_and(|c| sent >= c) || sent < announced {
         // Cut, or a generated body shorter than announced: the client sees it end early.
         return Err(End::Closed);
-    }
-    if chunked {
-        write_all(stream, b"0\r\n\r\n", None, shared)?;
     }
     Ok(())
 }

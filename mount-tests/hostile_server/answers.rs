@@ -15,10 +15,9 @@ pub const LAST_MODIFIED_XML: &str = "2025-01-01T00:00:00.000Z";
 /// A body: bytes, or pieces produced on demand (a huge answer is never held whole).
 pub enum Body {
     Bytes(Vec<u8>),
-    /// The next piece, until `None`; `len` is announced as `Content-Length` (`None`: the body
-    /// is sent chunked).
+    /// The next piece, until `None`; `len` is announced as `Content-Length`.
     Gen {
-        len: Option<u64>,
+        len: u64,
         next: Box<dyn FnMut() -> Option<Vec<u8>> + Send>,
     },
 }
