@@ -10,14 +10,15 @@
 //! When both files set a key of the profile, the credentials file wins (as in the AWS CLI).
 //!
 //! From a profile this module takes the static keys (`aws_access_key_id`,
-//! `aws_secret_access_key`, `aws_session_token`), `region`, and the S3 endpoint. The endpoint
+//! `aws_secret_access_key`, `aws_session_token`) or else the command of `credential_process`
+//! (which [`aws_credentials`](super::aws_credentials) runs), `region`, and the S3 endpoint. The endpoint
 //! is, most specific first: `endpoint_url` under `s3 =` in the profile's `[services ID]`
 //! section, `endpoint_url` under `s3 =` in the profile itself, then the profile's own
 //! `endpoint_url`; `ignore_configured_endpoint_urls = true` turns all of them off.
 //!
-//! Profiles that get their credentials some other way (assumed roles, web identity, SSO, an
-//! external credential process) are refused with an error that says how to export the
-//! credentials instead. Nothing here talks to the network.
+//! Profiles that get their credentials some other way (assumed roles, web identity, SSO)
+//! are refused with an error that says which kinds are supported and how to export the
+//! credentials instead. Nothing here talks to the network or runs anything.
 //!
 //! Syntax accepted: `key = value` lines (key case-insensitive, whitespace around both
 //! trimmed, the value is everything after the first `=`), full-line comments starting with
@@ -37,6 +38,8 @@ pub struct Profile {
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
     pub session_token: Option<String>,
+    /// The `credential_process` command line, when the profile has no static keys.
+    pub credential_process: Option<String>,
     pub region: Option<String>,
     pub endpoint_url: Option<String>,
 }
@@ -50,6 +53,11 @@ impl fmt::Debug for Profile {
                 &Redacted(self.secret_access_key.is_some()),
             )
             .field("session_token", &Redacted(self.session_token.is_some()))
+            // A command line may carry a secret of its own (`--token ...`).
+            .field(
+                "credential_process",
+                &Redacted(self.credential_process.is_some()),
+            )
             .field("region", &self.region)
             .field("endpoint_url", &self.endpoint_url)
             .finish()
@@ -68,8 +76,13 @@ impl fmt::Debug for Redacted {
 /// Load profile `name` from the shared credentials file and the config file, found through
 /// `$AWS_SHARED_CREDENTIALS_FILE`, `$AWS_CONFIG_FILE` and `$HOME` as the AWS CLI finds them.
 pub fn load(name: &str) -> Result<Profile> {
-    let (credentials, config) = default_paths(|var| std::env::var_os(var));
+    let (credentials, config) = paths();
     load_from(name, credentials.as_deref(), config.as_deref())
+}
+
+/// The shared credentials file and the config file `load` reads (see the module docs).
+pub fn paths() -> (Option<PathBuf>, Option<PathBuf>) {
+    default_paths(|var| std::env::var_os(var))
 }
 
 /// Load profile `name` from the given credentials and config files, without looking at the
@@ -121,14 +134,13 @@ fn shown(path: Option<&Path>, what: &str) -> String {
     path.map_or_else(|| format!("(no {what} file)"), |p| p.display().to_string())
 }
 
-/// Keys that make a profile fetch credentials at run time (roles, SSO, a helper program),
-/// which this module does not do. Any other `sso_*` key counts too.
-const DYNAMIC_KEYS: [&str; 7] = [
+/// Keys that make a profile fetch credentials over the network (roles, SSO), which is not
+/// supported. Any other `sso_*` key counts too.
+const UNSUPPORTED_KEYS: [&str; 6] = [
     "role_arn",
     "web_identity_token_file",
     "credential_source",
     "source_profile",
-    "credential_process",
     "sso_session",
     "login_session",
 ];
@@ -146,7 +158,8 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
     let secret_access_key = get("aws_secret_access_key");
     // `aws_security_token` is the older name the AWS CLI still reads.
     let session_token = get("aws_session_token").or_else(|| get("aws_security_token"));
-    let dynamic = DYNAMIC_KEYS
+    let credential_process = get("credential_process");
+    let dynamic = UNSUPPORTED_KEYS
         .iter()
         .copied()
         .find(|k| settings.contains_key(*k))
@@ -174,13 +187,14 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
                     ErrorKind::Unsupported,
                     format!(
                         "profile {name} gets its credentials through {key}, which is not \
-                         supported (only static keys are); export temporary credentials to \
-                         the environment and run without --profile, for example: \
-                         eval \"$(aws configure export-credentials --profile {name} --format env)\""
+                         supported (static keys and credential_process are); export temporary \
+                         credentials to the environment and run without --profile, for \
+                         example: eval \"$(aws configure export-credentials --profile {name} \
+                         --format env)\""
                     ),
                 ));
             }
-            if session_token.is_some() {
+            if session_token.is_some() && credential_process.is_none() {
                 return Err(invalid(format!(
                     "profile {name} has aws_session_token but no aws_access_key_id or \
                      aws_secret_access_key"
@@ -188,11 +202,14 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
             }
         }
         (Some(_), Some(_)) => {
-            if let Some(key) = dynamic {
-                log::warn!("profile {name}: using its static keys, ignoring {key} (not supported)");
+            if let Some(key) = dynamic.or(credential_process.as_ref().map(|_| "credential_process"))
+            {
+                log::warn!("profile {name}: using its static keys, ignoring {key}");
             }
         }
     }
+    // The static keys win over credential_process, as in the AWS CLI's credentials file.
+    let static_keys = access_key_id.is_some();
 
     let ignore_endpoints = get("ignore_configured_endpoint_urls")
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
@@ -217,6 +234,7 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
         access_key_id,
         secret_access_key,
         session_token,
+        credential_process: credential_process.filter(|_| !static_keys),
         region: get("region"),
         endpoint_url,
     })
@@ -415,6 +433,7 @@ mod tests {
                 access_key_id: Some("AKIDDEFAULT".into()),
                 secret_access_key: Some(SECRET.into()),
                 session_token: Some(TOKEN.into()),
+                credential_process: None,
                 region: None,
                 endpoint_url: None,
             }
@@ -644,9 +663,10 @@ mod tests {
         assert_eq!(kind, ErrorKind::Unsupported);
         assert!(text.contains("sso_account_id"), "{text}");
 
-        let config = "[profile proc]\ncredential_process = /usr/bin/get-creds --json\n";
-        let (_, text) = err_text(load_texts("proc", "", config));
-        assert!(text.contains("credential_process"), "{text}");
+        assert!(
+            text.contains("static keys and credential_process are"),
+            "{text}"
+        );
 
         // With static keys too, the static keys are used.
         let creds =
@@ -657,11 +677,35 @@ mod tests {
     }
 
     #[test]
+    fn credential_process_profiles() {
+        let config = "[profile proc]\nregion = eu-west-1\n\
+                      credential_process = /usr/bin/get-creds --json \"a = b\"\n";
+        let p = load_texts("proc", "", config).unwrap();
+        assert_eq!(
+            p.credential_process.as_deref(),
+            Some("/usr/bin/get-creds --json \"a = b\"")
+        );
+        assert_eq!(p.access_key_id, None);
+        assert_eq!(p.region.as_deref(), Some("eu-west-1"));
+        // Static keys win, as in the AWS CLI's credentials file; the command is dropped.
+        let creds =
+            format!("[proc]\naws_access_key_id = AKIDS\naws_secret_access_key = {SECRET}\n");
+        let p = load_texts("proc", &creds, config).unwrap();
+        assert_eq!(p.access_key_id.as_deref(), Some("AKIDS"));
+        assert_eq!(p.credential_process, None);
+        // A role wins over it (and is refused).
+        let config = "[profile proc]\ncredential_process = x\nrole_arn = arn:aws:iam::1:role/r\n";
+        let (kind, _) = err_text(load_texts("proc", "", config));
+        assert_eq!(kind, ErrorKind::Unsupported);
+    }
+
+    #[test]
     fn debug_redacts_secrets() {
         let p = Profile {
             access_key_id: Some("AKIDVISIBLE".into()),
             secret_access_key: Some(SECRET.into()),
             session_token: Some(TOKEN.into()),
+            credential_process: Some(format!("get-creds --token {TOKEN}")),
             region: Some("us-east-1".into()),
             endpoint_url: Some("http://localhost:9000".into()),
         };
@@ -672,6 +716,10 @@ mod tests {
             assert!(text.contains("http://localhost:9000"), "{text}");
             assert!(
                 text.contains("secret_access_key: Some(<redacted>)"),
+                "{text}"
+            );
+            assert!(
+                text.contains("credential_process: Some(<redacted>)"),
                 "{text}"
             );
         }

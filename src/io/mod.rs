@@ -2,6 +2,10 @@
 //! of the HDF5 file over them, a little-endian byte cursor that knows the file's offset and
 //! length widths, and the two checksums the format uses.
 
+#[cfg(feature = "remote")]
+pub mod aws_credential_process;
+#[cfg(feature = "remote")]
+pub mod aws_credentials;
 pub mod aws_profile;
 #[cfg(feature = "remote")]
 pub mod byteranges;
