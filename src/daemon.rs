@@ -185,7 +185,7 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
 /// given) of `--profile`.
 #[cfg(feature = "remote")]
 fn remote_options(cfg: &Config) -> Result<h5mount::io::remote::RemoteOptions, String> {
-    use h5mount::io::remote::{Credentials, RemoteOptions};
+    use h5mount::io::remote::RemoteOptions;
     let mut ropts = RemoteOptions {
         endpoint: cfg.endpoint.clone(),
         region: cfg.region.clone(),
@@ -197,12 +197,8 @@ fn remote_options(cfg: &Config) -> Result<h5mount::io::remote::RemoteOptions, St
     };
     if let Some(name) = &cfg.profile {
         let p = h5mount::io::aws_profile::load(name).map_err(|e| format!("--profile: {e}"))?;
-        if let (Some(key_id), Some(secret)) = (p.access_key_id, p.secret_access_key) {
-            ropts.credentials = Some(Credentials {
-                key_id,
-                secret,
-                token: p.session_token,
-            });
+        if let Some(c) = h5mount::io::aws_credentials::ProfileCredentials::from_profile(name, &p) {
+            ropts.credential_provider = Some(std::sync::Arc::new(c));
         }
         ropts.region = ropts.region.or(p.region);
         ropts.endpoint = ropts.endpoint.or(p.endpoint_url);

@@ -140,8 +140,9 @@ pub struct RemoteOptions {
     pub no_sign: bool,
     /// Virtual-hosted addressing (`bucket.host`) rather than path-style (`--virtual-hosted`).
     pub virtual_hosted: bool,
-    /// Static credentials (from `--profile`); default: the standard AWS sources.
-    pub credentials: Option<Credentials>,
+    /// The credentials of `--profile` ([`super::aws_credentials`]); default: the standard
+    /// AWS sources.
+    pub credential_provider: Option<object_store::aws::AwsCredentialProvider>,
     /// Longest one request may take (`--request-timeout`).
     pub request_timeout: Duration,
     /// Longest a read may spend retrying (5xx, throttling, timeouts) before it fails.
@@ -153,22 +154,6 @@ pub struct RemoteOptions {
     pub data_cache_bytes: u64,
 }
 
-/// Static S3 credentials.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Credentials {
-    pub key_id: String,
-    pub secret: String,
-    pub token: Option<String>,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("key_id", &self.key_id)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Default for RemoteOptions {
     fn default() -> Self {
         RemoteOptions {
@@ -176,7 +161,7 @@ impl Default for RemoteOptions {
             region: None,
             no_sign: false,
             virtual_hosted: false,
-            credentials: None,
+            credential_provider: None,
             request_timeout: Duration::from_secs(10),
             retry_total: Duration::from_secs(30),
             meta_cache_bytes: 32 << 20,
@@ -496,13 +481,8 @@ fn store_for(base: &str, opts: &RemoteOptions) -> std::io::Result<Arc<dyn Object
             .with_http_connector(CountingConnector)
             .with_virtual_hosted_style_request(opts.virtual_hosted)
             .with_skip_signature(opts.no_sign);
-        if let Some(c) = &opts.credentials {
-            b = b
-                .with_access_key_id(c.key_id.clone())
-                .with_secret_access_key(c.secret.clone());
-            if let Some(t) = &c.token {
-                b = b.with_token(t.clone());
-            }
+        if let Some(c) = &opts.credential_provider {
+            b = b.with_credentials(c.clone());
         }
         if let Some(e) = &opts.endpoint {
             b = b.with_endpoint(e.clone());
