@@ -120,8 +120,9 @@ struct Cli {
     region: Option<String>,
 
     /// Credentials (and region, endpoint) of this named profile of ~/.aws/credentials and
-    /// ~/.aws/config (-o profile=NAME) [default: the AWS environment variables, web identity,
-    /// container and instance metadata].
+    /// ~/.aws/config: static keys or credential_process, kept fresh while mounted
+    /// (-o profile=NAME) [default: the AWS environment variables, web identity, container and
+    /// instance metadata].
     #[arg(long, value_name = "NAME", help_heading = "Remote sources")]
     profile: Option<String>,
     /// Send unsigned requests, for public buckets (-o no_sign_request).
