@@ -168,6 +168,17 @@ pub(crate) fn parse(output: &[u8]) -> Result<Issued, String> {
     let key_id = required("AccessKeyId")?;
     let secret_key = required("SecretAccessKey")?;
     let token = text("SessionToken")?;
+    // These two travel in request headers (the secret only signs).
+    for (key, value) in [
+        ("AccessKeyId", Some(&key_id)),
+        ("SessionToken", token.as_ref()),
+    ] {
+        if value.is_some_and(|v| !super::aws_profile::header_safe(v)) {
+            return Err(format!(
+                "its output's {key} holds characters other than printable ASCII"
+            ));
+        }
+    }
     let expires = match text("Expiration")? {
         None => None,
         Some(s) => Some(
@@ -260,6 +271,16 @@ mod tests {
             let e = parse(out.as_bytes()).unwrap_err();
             assert!(e.contains(want), "{out}: {e}");
             assert!(!e.contains(SECRET), "{e}");
+        }
+        for (field, value) in [("AccessKeyId", "AK ID"), ("SessionToken", "tok\\nen")] {
+            let out = format!(
+                r#"{{"Version":1,"AccessKeyId":"A","SecretAccessKey":"s","{field}":"{value}"}}"#
+            );
+            let e = parse(out.as_bytes()).unwrap_err();
+            assert_eq!(
+                e,
+                format!("its output's {field} holds characters other than printable ASCII")
+            );
         }
         // Arbitrary bytes: an error, no panic.
         assert!(parse(&[0xff, 0x00, b'{', 0x80]).is_err());

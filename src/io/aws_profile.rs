@@ -210,6 +210,17 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
     }
     // The static keys win over credential_process, as in the AWS CLI's credentials file.
     let static_keys = access_key_id.is_some();
+    // The key id and the token travel in request headers (the secret only signs).
+    for (key, value) in [
+        ("aws_access_key_id", &access_key_id),
+        ("aws_session_token", &session_token),
+    ] {
+        if value.as_deref().is_some_and(|v| !header_safe(v)) {
+            return Err(invalid(format!(
+                "profile {name}: {key} holds characters other than printable ASCII"
+            )));
+        }
+    }
 
     let ignore_endpoints = get("ignore_configured_endpoint_urls")
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
@@ -238,6 +249,12 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
         region: get("region"),
         endpoint_url,
     })
+}
+
+/// Whether a key id or token can go into a request header as it is: printable ASCII, no
+/// spaces (what AWS issues).
+pub(crate) fn header_safe(value: &str) -> bool {
+    value.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The profile a config-file section header (already trimmed) stands for: `default`, or
@@ -697,6 +714,26 @@ mod tests {
         let config = "[profile proc]\ncredential_process = x\nrole_arn = arn:aws:iam::1:role/r\n";
         let (kind, _) = err_text(load_texts("proc", "", config));
         assert_eq!(kind, ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn keys_a_header_cannot_carry_are_refused() {
+        let creds =
+            format!("[p]\naws_access_key_id = AKID\u{1}X\naws_secret_access_key = {SECRET}\n");
+        let (_, text) = err_text(load_texts("p", &creds, ""));
+        assert_eq!(
+            text,
+            "profile p: aws_access_key_id holds characters other than printable ASCII"
+        );
+        let creds = format!(
+            "[p]\naws_access_key_id = AKID\naws_secret_access_key = {SECRET}\n\
+             aws_session_token = tok\u{e9}n\n"
+        );
+        let (_, text) = err_text(load_texts("p", &creds, ""));
+        assert!(text.contains("aws_session_token"), "{text}");
+        // The secret only signs: any text will do.
+        let creds = "[p]\naws_access_key_id = AKID\naws_secret_access_key = s\u{e9} cr\u{1}t\n";
+        assert!(load_texts("p", creds, "").is_ok());
     }
 
     #[test]
