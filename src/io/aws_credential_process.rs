@@ -45,7 +45,7 @@ impl Default for Limits {
     }
 }
 
-/// Credentials a helper issued, and when they expire (`None`: never).
+/// Credentials a helper (or STS) issued, and when they expire (`None`: never).
 #[derive(Debug)]
 pub(crate) struct Issued {
     pub credential: AwsCredential,

@@ -7,27 +7,30 @@
 //!
 //! - **The files.** At most every [`CHECK_FILES_EVERY`] (never per request), the shared
 //!   credentials file and the config file ([`aws_profile::paths`]) are looked at; when the
-//!   identity, size or modification time of either changed, the profile is read again. So a
-//!   tool that rewrites `~/.aws/credentials` with fresh temporary keys (with a session
-//!   token or without) is picked up by a running mount, and so is a profile switched to or
-//!   from `credential_process`. A file that cannot be read, or a profile that no longer
-//!   parses, keeps the credentials read before, with one log line until it reads again.
-//! - **`credential_process`.** The command is run (see [`aws_credential_process`] for how,
-//!   and its bounds) when credentials are first needed, and again shortly before the ones
-//!   it gave expire: [`EARLY`] before `Expiration`, or half their lifetime before it when
-//!   they were issued for less than twice that, so that short-lived credentials are renewed
-//!   too while still valid. Credentials without `Expiration` are kept until the files
-//!   change. Requests that need credentials while the command runs wait for that one run
-//!   (single flight) rather than running it again; those that come while the previous
-//!   credentials are still valid use them meanwhile. A run that fails is logged once (the
-//!   profile and the cause, never output or secrets) until one succeeds; while the
-//!   previous credentials are valid they are used, and the command is not run again for
-//!   [`RETRY_AFTER_FAILURE`], requests meanwhile failing at once with the same cause.
+//!   identity, size or modification time of either changed, the profile is read and
+//!   resolved again ([`aws_source::resolve`]). So a tool that rewrites `~/.aws/credentials`
+//!   with fresh temporary keys (with a session token or without) is picked up by a running
+//!   mount, and so is a profile switched to another kind. A file that cannot be read, or a
+//!   profile that no longer parses, keeps the credentials read before, with one log line
+//!   until it reads again.
+//! - **Fetched credentials** (`credential_process`, an assumed role: see [`aws_source`]).
+//!   They are fetched when first needed, and again shortly before they expire: [`EARLY`]
+//!   before `Expiration`, or half their lifetime before it when they were issued for less
+//!   than twice that, so that short-lived credentials are renewed too while still valid.
+//!   Credentials without `Expiration` are kept until the files change. Requests that need
+//!   credentials while a fetch runs wait for that one fetch (single flight) rather than
+//!   starting another; those that come while the previous credentials are still valid use
+//!   them meanwhile. A fetch that fails is logged once (the profile and the cause, never
+//!   output or secrets) until one succeeds; while the previous credentials are valid they
+//!   are used, and no fetch is tried again for [`RETRY_AFTER_FAILURE`], requests meanwhile
+//!   failing at once with the same cause.
 //!
 //! Supported profile kinds: static keys (`aws_access_key_id`, `aws_secret_access_key`,
-//! optional `aws_session_token`) and `credential_process`. Profiles that assume a role
-//! (`role_arn` with `source_profile` or `credential_source`), use web identity or SSO are
-//! refused by [`aws_profile`], whose message says how to export credentials instead.
+//! optional `aws_session_token`), `credential_process`, and a role (`role_arn`) assumed
+//! with the credentials of `source_profile` (any of these kinds, chains included) or of the
+//! environment (`credential_source = Environment`). SSO, web identity, MFA and metadata
+//! sources are refused by [`aws_profile`], whose message says how to export credentials
+//! instead.
 //!
 //! Secrets (keys, tokens, the command line, its output) appear in no message and no
 //! `Debug` output.
@@ -39,16 +42,18 @@ use std::time::{Duration, SystemTime};
 use object_store::aws::AwsCredential;
 use object_store::CredentialProvider;
 
-use super::aws_credential_process::{self as process, Issued, Limits};
+use super::aws_credential_process::{Issued, Limits};
 use super::aws_profile::{self, Profile};
+use super::aws_source::{self, Env, Files, Source, StsClient};
 use crate::sync::lock;
 
 /// How often, at most, the two files are looked at for a change.
 pub const CHECK_FILES_EVERY: Duration = Duration::from_secs(5);
-/// How long before they expire `credential_process` credentials are renewed (at most: see
-/// the module docs for short lifetimes).
+/// How long before they expire credentials that expire are renewed (at most: see the module
+/// docs for short lifetimes).
 pub const EARLY: Duration = Duration::from_secs(5 * 60);
-/// How long after a failed run of `credential_process` it is not run again.
+/// How long after a failed fetch (a run of `credential_process`, an AssumeRole) it is not
+/// tried again.
 pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(10);
 
 /// The time now, as the provider sees it (a fixed clock in tests).
@@ -57,21 +62,14 @@ pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 /// Credentials of one named profile, re-read and renewed as the module docs say.
 pub struct ProfileCredentials {
     name: String,
-    /// The credentials file and the config file.
-    files: (Option<PathBuf>, Option<PathBuf>),
+    files: Files,
     clock: Clock,
+    env: Env,
     limits: Limits,
     state: Mutex<State>,
-    /// Held while `credential_process` runs: one run at a time.
+    /// Held while credentials are fetched: one fetch at a time.
     flight: tokio::sync::Mutex<()>,
-}
-
-/// Where the profile's credentials come from.
-#[derive(PartialEq, Eq)]
-enum Source {
-    Static(Arc<AwsCredential>),
-    /// The command line of `credential_process`.
-    Process(String),
+    sts: StsClient,
 }
 
 /// What the provider knows now.
@@ -83,13 +81,13 @@ struct State {
     checked: SystemTime,
     /// Whether reading the files again failed (and was logged) since they last read well.
     reread_failing: bool,
-    /// The credentials `credential_process` gave last.
+    /// The credentials fetched last (from `credential_process` or by assuming a role).
     issued: Option<Fetched>,
-    /// The last run's failure, while no run since has succeeded.
+    /// The last fetch's failure, while no fetch since has succeeded.
     failure: Option<Failure>,
 }
 
-/// Credentials `credential_process` gave.
+/// Credentials fetched.
 struct Fetched {
     credential: Arc<AwsCredential>,
     expires: Option<SystemTime>,
@@ -104,13 +102,13 @@ struct Failure {
 /// A file's identity, size and modification time (`None`: missing or unreadable).
 type Stamp = Option<(u64, u64, u64, SystemTime)>;
 
-/// What a request gets without running anything, or the run it needs.
+/// What a request gets from memory, or the fetch it needs.
 enum Lookup {
     Ready(Arc<AwsCredential>),
     Failed(String),
-    /// Run this command; `fallback` are credentials still valid meanwhile.
-    Run {
-        command: String,
+    /// Fetch from this source; `fallback` are credentials still valid meanwhile.
+    Fetch {
+        source: Source,
         fallback: Option<Arc<AwsCredential>>,
     },
 }
@@ -118,30 +116,39 @@ enum Lookup {
 impl ProfileCredentials {
     /// A provider for profile `name` as `profile` (just loaded by [`aws_profile::load`])
     /// says, or `None` when it holds no credentials (then the client's default sources
-    /// apply).
-    pub fn from_profile(name: &str, profile: &Profile) -> Option<ProfileCredentials> {
+    /// apply). An error when the source of its role cannot be resolved.
+    pub fn from_profile(
+        name: &str,
+        profile: &Profile,
+    ) -> std::io::Result<Option<ProfileCredentials>> {
         Self::with_parts(
             name,
             profile,
             aws_profile::paths(),
             Arc::new(SystemTime::now),
+            Arc::new(|var| std::env::var(var).ok()),
             Limits::default(),
         )
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     }
 
     fn with_parts(
         name: &str,
         profile: &Profile,
-        files: (Option<PathBuf>, Option<PathBuf>),
+        files: Files,
         clock: Clock,
+        env: Env,
         limits: Limits,
-    ) -> Option<ProfileCredentials> {
-        let source = source_of(profile)?;
+    ) -> Result<Option<ProfileCredentials>, String> {
+        let Some(source) = aws_source::resolve(name, profile, &files, &env)? else {
+            return Ok(None);
+        };
         let checked = clock();
-        Some(ProfileCredentials {
+        Ok(Some(ProfileCredentials {
             name: name.to_string(),
             files,
             clock,
+            env,
             limits,
             state: Mutex::new(State {
                 source,
@@ -152,7 +159,8 @@ impl ProfileCredentials {
                 failure: None,
             }),
             flight: tokio::sync::Mutex::new(()),
-        })
+            sts: StsClient::new(),
+        }))
     }
 
     /// Credentials from memory, or the run of `credential_process` that is needed.
@@ -160,9 +168,9 @@ impl ProfileCredentials {
         let now = (self.clock)();
         let mut st = lock(&self.state);
         self.check_files(&mut st, now);
-        let command = match &st.source {
+        let source = match &st.source {
             Source::Static(c) => return Lookup::Ready(c.clone()),
-            Source::Process(command) => command.clone(),
+            other => other.clone(),
         };
         let valid = st
             .issued
@@ -183,8 +191,8 @@ impl ProfileCredentials {
                 };
             }
         }
-        Lookup::Run {
-            command,
+        Lookup::Fetch {
+            source,
             fallback: valid,
         }
     }
@@ -205,8 +213,10 @@ impl ProfileCredentials {
         }
         st.stamps = Some(stamps);
         let read =
-            aws_profile::load_from(&self.name, self.files.0.as_deref(), self.files.1.as_deref());
-        match read.as_ref().map(source_of) {
+            aws_profile::load_from(&self.name, self.files.0.as_deref(), self.files.1.as_deref())
+                .map_err(|e| e.to_string())
+                .and_then(|p| aws_source::resolve(&self.name, &p, &self.files, &self.env));
+        match read {
             Ok(Some(source)) => {
                 if st.reread_failing {
                     log::info!("profile {}: read again", self.name);
@@ -237,27 +247,30 @@ impl ProfileCredentials {
         }
     }
 
-    /// Record the outcome of a run of `command` begun for a request; what that request
+    /// Record the outcome of a fetch from `source` begun for a request; what that request
     /// gets.
     fn settle(
         &self,
-        command: &str,
+        source: &Source,
         outcome: Result<Issued, String>,
     ) -> Result<Arc<AwsCredential>, String> {
         let now = (self.clock)();
         let outcome = outcome.and_then(|issued| match issued.expires {
-            Some(e) if e <= now => Err("it gave credentials that have already expired".into()),
+            Some(e) if e <= now => Err(format!(
+                "{} gave credentials that have already expired",
+                source.kind()
+            )),
             _ => Ok(issued),
         });
         let mut st = lock(&self.state);
-        // The files may have changed while it ran: then this outcome is this request's only.
-        let current = st.source == Source::Process(command.to_string());
+        // The files may have changed meanwhile: then this outcome is this request's only.
+        let current = st.source == *source;
         match outcome {
             Ok(issued) => {
                 let credential = Arc::new(issued.credential);
                 if current {
                     if st.failure.take().is_some() {
-                        log::info!("profile {}: credential_process works again", self.name);
+                        log::info!("profile {}: {} works again", self.name, source.kind());
                     }
                     st.issued = Some(Fetched {
                         credential: credential.clone(),
@@ -268,13 +281,13 @@ impl ProfileCredentials {
                 Ok(credential)
             }
             Err(cause) => {
-                // The previous credentials, if they are still valid now that the run ended.
+                // The previous credentials, if they are still valid now that the fetch ended.
                 let fallback = st
                     .issued
                     .as_ref()
                     .filter(|f| current && f.expires.is_none_or(|e| now < e))
                     .map(|f| f.credential.clone());
-                let message = format!("profile {}: credential_process failed: {cause}", self.name);
+                let message = format!("profile {}: {cause}", self.name);
                 if current {
                     if st.failure.is_none() {
                         let consequence = match &fallback {
@@ -299,31 +312,22 @@ impl ProfileCredentials {
         let fallback = match self.lookup() {
             Lookup::Ready(c) => return Ok(c),
             Lookup::Failed(message) => return Err(message),
-            Lookup::Run { fallback, .. } => fallback,
+            Lookup::Fetch { fallback, .. } => fallback,
         };
-        // One run at a time; while one runs, valid credentials serve meanwhile.
+        // One fetch at a time; while one runs, valid credentials serve meanwhile.
         let _flight = match (self.flight.try_lock(), &fallback) {
             (Ok(guard), _) => guard,
             (Err(_), Some(c)) => return Ok(c.clone()),
             (Err(_), None) => self.flight.lock().await,
         };
-        // Another request's run may have settled it while this one waited.
-        let command = match self.lookup() {
+        // Another request's fetch may have settled it while this one waited.
+        let source = match self.lookup() {
             Lookup::Ready(c) => return Ok(c),
             Lookup::Failed(message) => return Err(message),
-            Lookup::Run { command, .. } => command,
+            Lookup::Fetch { source, .. } => source,
         };
-        let limits = self.limits;
-        let run = command.clone();
-        let outcome = match tokio::runtime::Handle::try_current() {
-            // The command blocks for up to its time bound: not on a runtime worker.
-            Ok(rt) => rt
-                .spawn_blocking(move || process::fetch(&run, limits))
-                .await
-                .unwrap_or_else(|e| Err(format!("its runner failed: {e}"))),
-            Err(_) => process::fetch(&run, limits),
-        };
-        self.settle(&command, outcome)
+        let outcome = aws_source::fetch(&source, self.limits, &self.sts).await;
+        self.settle(&source, outcome)
     }
 }
 
@@ -343,31 +347,11 @@ impl CredentialProvider for ProfileCredentials {
 
 impl std::fmt::Debug for ProfileCredentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match lock(&self.state).source {
-            Source::Static(_) => "static keys",
-            Source::Process(_) => "credential_process",
-        };
+        let kind = lock(&self.state).source.kind();
         f.debug_struct("ProfileCredentials")
             .field("profile", &self.name)
             .field("kind", &kind)
             .finish_non_exhaustive()
-    }
-}
-
-/// Where `profile`'s credentials come from (`None`: it has none).
-fn source_of(profile: &Profile) -> Option<Source> {
-    match (
-        &profile.access_key_id,
-        &profile.secret_access_key,
-        &profile.credential_process,
-    ) {
-        (Some(key_id), Some(secret), _) => Some(Source::Static(Arc::new(AwsCredential {
-            key_id: key_id.clone(),
-            secret_key: secret.clone(),
-            token: profile.session_token.clone(),
-        }))),
-        (_, _, Some(command)) => Some(Source::Process(command.clone())),
-        _ => None,
     }
 }
 
@@ -529,14 +513,17 @@ mod tests {
                 &profile,
                 (Some(creds), Some(config)),
                 self.clock.clock(),
+                Arc::new(|_| None),
                 limits,
             )
+            .unwrap()
             .unwrap()
         }
     }
 
     fn get(p: &ProfileCredentials) -> Result<Arc<AwsCredential>, String> {
         tokio::runtime::Builder::new_current_thread()
+            .enable_all()
             .build()
             .unwrap()
             .block_on(p.credential())
@@ -701,7 +688,7 @@ mod tests {
         home.clock.at(100.0);
         let e = get(&p).unwrap_err();
         assert!(
-            e.ends_with("it gave credentials that have already expired"),
+            e.ends_with("credential_process gave credentials that have already expired"),
             "{e}"
         );
         // Too much output, killed; then a good answer.
@@ -802,6 +789,88 @@ mod tests {
         );
     }
 
+    /// A fake STS whose n-th answer gives `ASIAn`, expiring n hours after T0.
+    fn counting_sts() -> crate::io::aws_sts::fake::FakeSts {
+        let calls = AtomicUsize::new(0);
+        crate::io::aws_sts::fake::FakeSts::start(move |_| {
+            let n = calls.fetch_add(1, Ordering::SeqCst) as u64 + 1;
+            let token = format!("token{n}");
+            crate::io::aws_sts::fake::answer(
+                &format!("ASIA{n}"),
+                SECRET,
+                &token,
+                &rfc3339(n * 3600),
+            )
+        })
+    }
+
+    #[test]
+    fn a_role_is_assumed_once_and_again_shortly_before_it_expires() {
+        let sts = counting_sts();
+        let home = Home::new();
+        home.write("credentials", &static_keys("role-base", "AKIDBASE"));
+        home.write(
+            "config",
+            &format!(
+                "[profile role-renew]\nrole_arn = arn:aws:iam::1:role/r\n\
+                 source_profile = role-base\nsts =\n  endpoint_url = {}\n",
+                sts.url
+            ),
+        );
+        let p = home.provider("role-renew", Limits::default());
+        assert_eq!(
+            format!("{p:?}"),
+            r#"ProfileCredentials { profile: "role-renew", kind: "role", .. }"#
+        );
+        let c = get(&p).unwrap();
+        assert_eq!(
+            (c.key_id.as_str(), c.token.as_deref()),
+            ("ASIA1", Some("token1"))
+        );
+        home.clock.at(3299.0);
+        assert_eq!(key(&p), "ASIA1");
+        assert_eq!(sts.requests().len(), 1);
+        home.clock.at(3300.0);
+        assert_eq!(key(&p), "ASIA2");
+        let requests = sts.requests();
+        assert_eq!(requests.len(), 2);
+        // Each call signed with the source profile's keys.
+        for r in &requests {
+            assert_eq!(r.signed_by(SECRET).as_deref(), Some("AKIDBASE"));
+        }
+        assert!(logged("role-renew").is_empty());
+    }
+
+    #[test]
+    fn a_refused_role_is_one_logged_error() {
+        let sts = crate::io::aws_sts::fake::FakeSts::start(|_| {
+            let body = "<ErrorResponse><Error><Code>AccessDenied</Code>\
+                        <Message>not allowed</Message></Error></ErrorResponse>";
+            (403, vec![], body.to_string())
+        });
+        let home = Home::new();
+        home.write("credentials", &static_keys("role-base", "AKIDBASE"));
+        home.write(
+            "config",
+            &format!(
+                "[profile role-denied]\nrole_arn = arn:aws:iam::1:role/r\n\
+                 source_profile = role-base\nendpoint_url = {}\n",
+                sts.url
+            ),
+        );
+        let p = home.provider("role-denied", Limits::default());
+        let want = "profile role-denied: AssumeRole failed: STS answered status 403: \
+                    AccessDenied: not allowed";
+        assert_eq!(get(&p).unwrap_err(), want);
+        home.clock.at(5.0);
+        assert_eq!(get(&p).unwrap_err(), want);
+        assert_eq!(sts.requests().len(), 1);
+        assert_eq!(
+            logged("role-denied"),
+            vec![format!("WARN {want}; requests fail until it succeeds")]
+        );
+    }
+
     #[test]
     fn a_profile_without_credentials_has_no_provider() {
         let profile = Profile {
@@ -813,8 +882,9 @@ mod tests {
             &profile,
             (None, None),
             FakeClock::new().clock(),
+            Arc::new(|_| None),
             Limits::default(),
         );
-        assert!(none.is_none());
+        assert!(none.unwrap().is_none());
     }
 }

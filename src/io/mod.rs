@@ -8,6 +8,10 @@ pub mod aws_credential_process;
 pub mod aws_credentials;
 pub mod aws_profile;
 #[cfg(feature = "remote")]
+pub mod aws_source;
+#[cfg(feature = "remote")]
+pub mod aws_sts;
+#[cfg(feature = "remote")]
 pub mod byteranges;
 pub mod checksum;
 pub mod cursor;
