@@ -197,7 +197,9 @@ fn remote_options(cfg: &Config) -> Result<h5mount::io::remote::RemoteOptions, St
     };
     if let Some(name) = &cfg.profile {
         let p = h5mount::io::aws_profile::load(name).map_err(|e| format!("--profile: {e}"))?;
-        if let Some(c) = h5mount::io::aws_credentials::ProfileCredentials::from_profile(name, &p) {
+        let provider = h5mount::io::aws_credentials::ProfileCredentials::from_profile(name, &p)
+            .map_err(|e| format!("--profile: {e}"))?;
+        if let Some(c) = provider {
             ropts.credential_provider = Some(std::sync::Arc::new(c));
         }
         ropts.region = ropts.region.or(p.region);
