@@ -1,5 +1,5 @@
-//! `--profile` with a `credential_process` profile, through real mounts of a private bucket
-//! on a real SeaweedFS on 127.0.0.1:
+//! `--profile` with a `credential_process` profile and with a role profile, through real
+//! mounts of a private bucket on a real SeaweedFS on 127.0.0.1:
 //! - `a_credential_process_profile_reads_a_private_bucket`: the helper's keys (with an
 //!   expiration an hour ahead; no session token, which SeaweedFS's static identities refuse:
 //!   the unit tests of `src/io/aws_credentials.rs` follow the token) sign every request:
@@ -8,6 +8,11 @@
 //! - `a_credential_process_that_fails_or_lies_is_one_line_and_status_2`: a helper that
 //!   exits 1, one that prints no JSON, and one that gives wrong keys: status 2, one line
 //!   naming the profile (or the object), no secret.
+//! - `a_role_profile_reads_a_private_bucket_through_sts`: a profile with `role_arn` and a
+//!   `source_profile` of static keys, its STS endpoint a fake STS on 127.0.0.1 that answers
+//!   AssumeRole with the bucket's keys: the mount reads the same bytes, after one AssumeRole
+//!   signed with the source profile's key for `sts`; a refused AssumeRole (403) is one
+//!   line and status 2.
 //!
 //! Each mount runs with a temporary HOME holding the two AWS files, every AWS_* variable of
 //! the caller removed, and the instance metadata service turned off and pointed at a closed
@@ -20,9 +25,12 @@ mod harness;
 mod servers;
 
 use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 
 use harness::{walk, Mount};
 use servers::Seaweed;
@@ -44,13 +52,23 @@ fn private_object() -> Option<(Seaweed, String)> {
     Some((sw, format!("s3://private/p/{NAME}")))
 }
 
-/// A temporary HOME with `~/.aws/config` naming profile `p`, whose `credential_process` is
-/// the shell script `body` (which counts its runs in `runs`).
+/// A temporary HOME with the two AWS files in `~/.aws`.
 struct Home {
     dir: tempfile::TempDir,
 }
 
 impl Home {
+    fn with_files(config: &str, credentials: &str) -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        let aws = dir.path().join(".aws");
+        fs::create_dir(&aws).unwrap();
+        fs::write(aws.join("config"), config).unwrap();
+        fs::write(aws.join("credentials"), credentials).unwrap();
+        Home { dir }
+    }
+
+    /// Profile `p` runs the shell script `body` as its `credential_process` (counting its
+    /// runs in `runs`).
     fn new(body: &str) -> Home {
         let dir = tempfile::tempdir().unwrap();
         let aws = dir.path().join(".aws");
@@ -165,4 +183,160 @@ fn a_credential_process_that_fails_or_lies_is_one_line_and_status_2() {
         assert!(home.runs() >= 1);
         assert!(!harness::is_mounted(tmp.path()));
     }
+}
+
+/// A fake STS on 127.0.0.1: records each request (its Authorization header and body) and
+/// answers each with `answer` (status, body). Stops when dropped.
+struct FakeSts {
+    port: u16,
+    requests: Arc<Mutex<Vec<(String, String)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FakeSts {
+    fn start(status: u16, answer: String) -> FakeSts {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (recorded, stopped) = (requests.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let mut reader = BufReader::new(&conn);
+                let (mut auth, mut len, mut line) = (String::new(), 0, String::new());
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line.trim() != "" {
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    if lower.starts_with("authorization:") {
+                        auth = line["authorization:".len()..].trim().to_string();
+                    }
+                    line.clear();
+                }
+                let mut body = vec![0; len];
+                if reader.read_exact(&mut body).is_err() {
+                    continue;
+                }
+                let body = String::from_utf8_lossy(&body).into_owned();
+                recorded.lock().unwrap().push((auth, body));
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        FakeSts {
+            port,
+            requests,
+            thread: Some(thread),
+            stop,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    fn requests(&self) -> Vec<(String, String)> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl Drop for FakeSts {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A home whose profile `p` assumes a role through `sts` with the keys of profile `base`.
+fn role_home(sts: &FakeSts) -> Home {
+    Home::with_files(
+        &format!(
+            "[profile p]\nregion = {}\nrole_arn = arn:aws:iam::123456789012:role/reader\n\
+             source_profile = base\nsts =\n  endpoint_url = {}\n",
+            servers::S3_REGION,
+            sts.url()
+        ),
+        &format!("[base]\naws_access_key_id = AKIDSOURCE\naws_secret_access_key = {SECRET}\n"),
+    )
+}
+
+#[test]
+fn a_role_profile_reads_a_private_bucket_through_sts() {
+    let Some((sw, url)) = private_object() else {
+        return;
+    };
+    // SeaweedFS's static identities refuse session tokens: the assumed role's credentials
+    // come without one.
+    let sts = FakeSts::start(
+        200,
+        format!(
+            "<AssumeRoleResponse><AssumeRoleResult><Credentials>\
+             <AccessKeyId>{}</AccessKeyId><SecretAccessKey>{}</SecretAccessKey>\
+             <Expiration>2099-01-01T00:00:00Z</Expiration></Credentials>\
+             </AssumeRoleResult></AssumeRoleResponse>",
+            sw.access_key(),
+            sw.secret_key()
+        ),
+    );
+    let home = role_home(&sts);
+    let endpoint = sw.endpoint();
+    let m = Mount::by_command(|mp| home.command(&url, mp, &endpoint));
+    let local = Mount::background(&data_dir().join(NAME), &[]);
+    assert_eq!(walk(m.path()), walk(local.path()));
+    let requests = sts.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (auth, body) = &requests[0];
+    assert!(
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDSOURCE/")
+            && auth.contains(&format!("/{}/sts/aws4_request", servers::S3_REGION)),
+        "{auth}"
+    );
+    assert!(!auth.contains(SECRET), "{auth}");
+    assert!(
+        body.contains("Action=AssumeRole")
+            && body.contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Freader"),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_refused_role_is_one_line_and_status_2() {
+    let Some((sw, url)) = private_object() else {
+        return;
+    };
+    let sts = FakeSts::start(
+        403,
+        "<ErrorResponse><Error><Code>AccessDenied</Code><Message>not allowed</Message>\
+         </Error></ErrorResponse>"
+            .into(),
+    );
+    let home = role_home(&sts);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = home
+        .command(&url, tmp.path(), &sw.endpoint())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "profile p: AssumeRole failed: STS answered status 403: AccessDenied: not allowed"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains(SECRET), "{err}");
+    assert!(!harness::is_mounted(tmp.path()));
 }

@@ -120,7 +120,7 @@ struct Cli {
     region: Option<String>,
 
     /// Credentials (and region, endpoint) of this named profile of ~/.aws/credentials and
-    /// ~/.aws/config: static keys or credential_process, kept fresh while mounted
+    /// ~/.aws/config: static keys, credential_process or role_arn, kept fresh while mounted
     /// (-o profile=NAME) [default: the AWS environment variables, web identity, container and
     /// instance metadata].
     #[arg(long, value_name = "NAME", help_heading = "Remote sources")]

@@ -236,8 +236,8 @@ fn man_page(cmd: clap::Command, out: &mut dyn Write) -> io::Result<()> {
     r.control("TP", [])
         .text([italic("~/.aws/credentials, ~/.aws/config")]);
     r.text([roman(
-        "profiles read by --profile (static keys or credential_process; read again when \
-         they change)",
+        "profiles read by --profile (static keys, credential_process, role_arn; read again \
+         when they change)",
     )]);
     r.control("SH", ["SEE ALSO"]);
     r.text([roman(
