@@ -14,7 +14,7 @@
 //! the credentials never expire. Keys other than these are ignored.
 //!
 //! Bounds: the command runs in a process group of its own; if it has not exited and closed
-//! its output within [`Limits::timeout`], or prints more than [`Limits::max_output`] bytes,
+//! its output within `Limits::timeout`, or prints more than `Limits::max_output` bytes,
 //! the whole group is killed and the run is an error. Errors say what went wrong (exit
 //! status, time, size, which field is missing or malformed) and never contain the output:
 //! it holds secrets.

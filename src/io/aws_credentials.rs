@@ -8,7 +8,7 @@
 //! - **The files.** At most every [`CHECK_FILES_EVERY`] (never per request), the shared
 //!   credentials file and the config file ([`aws_profile::paths`]) are looked at; when the
 //!   identity, size or modification time of either changed, the profile is read and
-//!   resolved again ([`aws_source::resolve`]). So a tool that rewrites `~/.aws/credentials`
+//!   resolved again (`aws_source::resolve`). So a tool that rewrites `~/.aws/credentials`
 //!   with fresh temporary keys (with a session token or without) is picked up by a running
 //!   mount, and so is a profile switched to another kind. A file that cannot be read, or a
 //!   profile that no longer parses, keeps the credentials read before, with one log line

@@ -1,9 +1,9 @@
-//! Where a profile's credentials come from ([`Source`]), and getting them once ([`fetch`]).
+//! Where a profile's credentials come from (`Source`), and getting them once (`fetch`).
 //!
 //! A profile (see [`aws_profile`]) resolves to one of:
 //! - **static keys**, used as they are;
-//! - **`credential_process`**, run by [`aws_credential_process`];
-//! - **a role**, assumed with [`aws_sts`] using the credentials of its source: the profile
+//! - **`credential_process`**, run by [`aws_credential_process`](super::aws_credential_process);
+//! - **a role**, assumed with [`aws_sts`](super::aws_sts) using the credentials of its source: the profile
 //!   named by `source_profile`, resolved the same way (so chains of roles work, up to
 //!   [`MAX_CHAIN`] profiles, a loop being an error), the profile's own static keys when it
 //!   names itself, or the environment's `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and

@@ -4,7 +4,7 @@
 //! `Version=2011-06-15`, `RoleArn`, `RoleSessionName`, and `ExternalId`, `DurationSeconds`
 //! when the profile sets them), signed with SigV4 for service `sts` by `object_store`'s
 //! signer, with the credentials of the profile's source. The endpoint is the one the
-//! configuration names (see [`endpoint`]), else the regional `https://sts.REGION.amazonaws.com`
+//! configuration names (see `endpoint`), else the regional `https://sts.REGION.amazonaws.com`
 //! (region `us-east-1` when the profile names none).
 //!
 //! Bounds: the request, body included, takes at most [`TIMEOUT`]; the answer is read up to
