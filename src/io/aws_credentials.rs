@@ -372,6 +372,7 @@ fn stamp(path: &Option<PathBuf>) -> Stamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::aws_sts_fake as fake;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     const SECRET: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
@@ -790,17 +791,12 @@ mod tests {
     }
 
     /// A fake STS whose n-th answer gives `ASIAn`, expiring n hours after T0.
-    fn counting_sts() -> crate::io::aws_sts::fake::FakeSts {
+    fn counting_sts() -> fake::FakeSts {
         let calls = AtomicUsize::new(0);
-        crate::io::aws_sts::fake::FakeSts::start(move |_| {
+        fake::FakeSts::start(move |_| {
             let n = calls.fetch_add(1, Ordering::SeqCst) as u64 + 1;
             let token = format!("token{n}");
-            crate::io::aws_sts::fake::answer(
-                &format!("ASIA{n}"),
-                SECRET,
-                &token,
-                &rfc3339(n * 3600),
-            )
+            fake::answer(&format!("ASIA{n}"), SECRET, &token, &rfc3339(n * 3600))
         })
     }
 
@@ -843,7 +839,7 @@ mod tests {
 
     #[test]
     fn a_refused_role_is_one_logged_error() {
-        let sts = crate::io::aws_sts::fake::FakeSts::start(|_| {
+        let sts = fake::FakeSts::start(|_| {
             let body = "<ErrorResponse><Error><Code>AccessDenied</Code>\
                         <Message>not allowed</Message></Error></ErrorResponse>";
             (403, vec![], body.to_string())

@@ -219,7 +219,7 @@ pub(crate) fn fetch<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::aws_sts::fake::{self, FakeSts};
+    use crate::io::aws_sts_fake::{self as fake, FakeSts};
 
     const SECRET: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYBASEKEY";
 

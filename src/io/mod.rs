@@ -11,6 +11,8 @@ pub mod aws_profile;
 pub mod aws_source;
 #[cfg(feature = "remote")]
 pub mod aws_sts;
+#[cfg(all(test, feature = "remote"))]
+mod aws_sts_fake;
 #[cfg(feature = "remote")]
 pub mod byteranges;
 pub mod checksum;
