@@ -163,7 +163,7 @@ impl ProfileCredentials {
         }))
     }
 
-    /// Credentials from memory, or the run of `credential_process` that is needed.
+    /// Credentials from memory, or the fetch that is needed.
     fn lookup(&self) -> Lookup {
         let now = (self.clock)();
         let mut st = lock(&self.state);
