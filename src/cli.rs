@@ -155,8 +155,9 @@ struct RemoteArgs {
     region: Option<String>,
 
     /// Credentials (and region, endpoint) of this named profile of ~/.aws/credentials and
-    /// ~/.aws/config (-o profile=NAME) [default: the AWS environment variables, web identity,
-    /// container and instance metadata].
+    /// ~/.aws/config: static keys, credential_process or role_arn, kept fresh while mounted
+    /// (-o profile=NAME) [default: the AWS environment variables, web identity, container and
+    /// instance metadata].
     #[arg(long, value_name = "NAME", value_parser = remote::parse_profile, help_heading = "Remote sources")]
     profile: Option<String>,
 

@@ -240,7 +240,10 @@ fn man_page(cmd: clap::Command, out: &mut dyn Write) -> io::Result<()> {
     )]);
     r.control("TP", [])
         .text([italic("~/.aws/credentials, ~/.aws/config")]);
-    r.text([roman("profiles read by --profile")]);
+    r.text([roman(
+        "profiles read by --profile (static keys, credential_process, role_arn; read again \
+         when they change)",
+    )]);
     r.control("SH", ["SEE ALSO"]);
     r.text([roman(
         "mount(8), fstab(5), fusermount3(1), mount.fuse3(8), getfattr(1), h5ls(1)",

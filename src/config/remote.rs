@@ -93,7 +93,7 @@ impl RemoteConfig {
     /// unless given) of `--profile`, whose values are held to the same rules.
     #[cfg(feature = "remote")]
     pub fn options(&self) -> Result<h5mount::io::remote::RemoteOptions, String> {
-        use h5mount::io::remote::{Credentials, RemoteOptions};
+        use h5mount::io::remote::RemoteOptions;
         let mut ropts = RemoteOptions {
             endpoint: self.endpoint.clone(),
             region: self.region.clone(),
@@ -107,12 +107,10 @@ impl RemoteConfig {
         };
         if let Some(name) = &self.profile {
             let p = h5mount::io::aws_profile::load(name).map_err(|e| format!("--profile: {e}"))?;
-            if let (Some(key_id), Some(secret)) = (p.access_key_id, p.secret_access_key) {
-                ropts.credentials = Some(Credentials {
-                    key_id,
-                    secret,
-                    token: p.session_token,
-                });
+            let provider = h5mount::io::aws_credentials::ProfileCredentials::from_profile(name, &p)
+                .map_err(|e| format!("--profile: {e}"))?;
+            if let Some(c) = provider {
+                ropts.credential_provider = Some(std::sync::Arc::new(c));
             }
             let bad = |key: &str, v: &str, why: String| {
                 format!("profile {name:?}: {key} {}: {why}", shown(v))

@@ -9,15 +9,24 @@
 //! A file that does not exist counts as empty; one that exists but cannot be read is an error.
 //! When both files set a key of the profile, the credentials file wins (as in the AWS CLI).
 //!
-//! From a profile this module takes the static keys (`aws_access_key_id`,
-//! `aws_secret_access_key`, `aws_session_token`), `region`, and the S3 endpoint. The endpoint
-//! is, most specific first: `endpoint_url` under `s3 =` in the profile's `[services ID]`
-//! section, `endpoint_url` under `s3 =` in the profile itself, then the profile's own
-//! `endpoint_url`; `ignore_configured_endpoint_urls = true` turns all of them off.
+//! From a profile this module takes its credentials, `region`, and the S3 and STS
+//! endpoints. Credentials are, first match winning (as in the AWS CLI):
+//! - a role to assume (`role_arn`, with `source_profile` naming the profile whose
+//!   credentials assume it, or `credential_source = Environment`; optional `external_id`,
+//!   `role_session_name`, `duration_seconds`);
+//! - static keys (`aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`);
+//! - the command of `credential_process`.
 //!
-//! Profiles that get their credentials some other way (assumed roles, web identity, SSO, an
-//! external credential process) are refused with an error that says how to export the
-//! credentials instead. Nothing here talks to the network.
+//! [`aws_credentials`](super::aws_credentials) turns them into credentials for requests.
+//! The endpoint of a service (`s3`, `sts`) is, most specific first: `endpoint_url` under
+//! `s3 =` (or `sts =`) in the profile's `[services ID]` section, the same under the profile
+//! itself, then the profile's own `endpoint_url`; `ignore_configured_endpoint_urls = true`
+//! turns all of them off.
+//!
+//! Profiles that get their credentials some other way (SSO, web identity, a role assumed
+//! with an MFA code or with credentials from the instance or container metadata) are
+//! refused with an error that says which kinds are supported and how to export the
+//! credentials instead. Nothing here talks to the network or runs anything.
 //!
 //! Syntax accepted: `key = value` lines (key case-insensitive, whitespace around both
 //! trimmed, the value is everything after the first `=`), full-line comments starting with
@@ -37,8 +46,47 @@ pub struct Profile {
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
     pub session_token: Option<String>,
+    /// The `credential_process` command line, when the profile has no static keys.
+    pub credential_process: Option<String>,
+    /// The role to assume (which wins over the static keys and `credential_process`).
+    pub role: Option<Role>,
     pub region: Option<String>,
+    /// The S3 endpoint.
     pub endpoint_url: Option<String>,
+    /// The STS endpoint, for assuming a role.
+    pub sts_endpoint_url: Option<String>,
+}
+
+/// A role a profile assumes (`role_arn` and the settings that go with it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Role {
+    pub role_arn: String,
+    pub source: RoleSource,
+    pub external_id: Option<String>,
+    pub session_name: Option<String>,
+    pub duration_seconds: Option<u32>,
+}
+
+/// Where the credentials that assume a role come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RoleSource {
+    /// `source_profile = NAME` (which may be the profile itself: then its static keys).
+    Profile(String),
+    /// `credential_source = Environment`: `AWS_ACCESS_KEY_ID` and the rest.
+    Environment,
+}
+
+impl fmt::Debug for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Role")
+            .field("role_arn", &self.role_arn)
+            .field("source", &self.source)
+            // Shared between the account and whoever assumes the role: kept out.
+            .field("external_id", &Redacted(self.external_id.is_some()))
+            .field("session_name", &self.session_name)
+            .field("duration_seconds", &self.duration_seconds)
+            .finish()
+    }
 }
 
 impl fmt::Debug for Profile {
@@ -50,8 +98,15 @@ impl fmt::Debug for Profile {
                 &Redacted(self.secret_access_key.is_some()),
             )
             .field("session_token", &Redacted(self.session_token.is_some()))
+            // A command line may carry a secret of its own (`--token ...`).
+            .field(
+                "credential_process",
+                &Redacted(self.credential_process.is_some()),
+            )
+            .field("role", &self.role)
             .field("region", &self.region)
             .field("endpoint_url", &self.endpoint_url)
+            .field("sts_endpoint_url", &self.sts_endpoint_url)
             .finish()
     }
 }
@@ -68,8 +123,13 @@ impl fmt::Debug for Redacted {
 /// Load profile `name` from the shared credentials file and the config file, found through
 /// `$AWS_SHARED_CREDENTIALS_FILE`, `$AWS_CONFIG_FILE` and `$HOME` as the AWS CLI finds them.
 pub fn load(name: &str) -> Result<Profile> {
-    let (credentials, config) = default_paths(|var| std::env::var_os(var));
+    let (credentials, config) = paths();
     load_from(name, credentials.as_deref(), config.as_deref())
+}
+
+/// The shared credentials file and the config file `load` reads (see the module docs).
+pub fn paths() -> (Option<PathBuf>, Option<PathBuf>) {
+    default_paths(|var| std::env::var_os(var))
 }
 
 /// Load profile `name` from the given credentials and config files, without looking at the
@@ -121,17 +181,20 @@ fn shown(path: Option<&Path>, what: &str) -> String {
     path.map_or_else(|| format!("(no {what} file)"), |p| p.display().to_string())
 }
 
-/// Keys that make a profile fetch credentials at run time (roles, SSO, a helper program),
-/// which this module does not do. Any other `sso_*` key counts too.
-const DYNAMIC_KEYS: [&str; 7] = [
-    "role_arn",
+/// Keys that make a profile get credentials in a way not supported (SSO, web identity), or
+/// that only mean something with `role_arn`. Any other `sso_*` key counts too.
+const UNSUPPORTED_KEYS: [&str; 5] = [
     "web_identity_token_file",
     "credential_source",
     "source_profile",
-    "credential_process",
     "sso_session",
     "login_session",
 ];
+
+/// How to go on when a profile's kind is not supported.
+const EXPORT_HINT: &str = "export temporary credentials to the environment and run without \
+                           --profile, for example: eval \"$(aws configure export-credentials \
+                           --profile";
 
 /// Turn the merged settings of profile `name` into a [`Profile`], refusing incomplete and
 /// unsupported credentials. `config` is the config file, for `[services ID]` sections.
@@ -146,7 +209,9 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
     let secret_access_key = get("aws_secret_access_key");
     // `aws_security_token` is the older name the AWS CLI still reads.
     let session_token = get("aws_session_token").or_else(|| get("aws_security_token"));
-    let dynamic = DYNAMIC_KEYS
+    let credential_process = get("credential_process");
+    let role = role_of(name, &get)?;
+    let dynamic = UNSUPPORTED_KEYS
         .iter()
         .copied()
         .find(|k| settings.contains_key(*k))
@@ -168,19 +233,19 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
                 "profile {name} has aws_secret_access_key but no aws_access_key_id"
             )))
         }
+        (None, None) if role.is_some() => {}
         (None, None) => {
             if let Some(key) = dynamic {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!(
                         "profile {name} gets its credentials through {key}, which is not \
-                         supported (only static keys are); export temporary credentials to \
-                         the environment and run without --profile, for example: \
-                         eval \"$(aws configure export-credentials --profile {name} --format env)\""
+                         supported (static keys, credential_process and role_arn with \
+                         source_profile are); {EXPORT_HINT} {name} --format env)\""
                     ),
                 ));
             }
-            if session_token.is_some() {
+            if session_token.is_some() && credential_process.is_none() {
                 return Err(invalid(format!(
                     "profile {name} has aws_session_token but no aws_access_key_id or \
                      aws_secret_access_key"
@@ -188,28 +253,45 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
             }
         }
         (Some(_), Some(_)) => {
-            if let Some(key) = dynamic {
-                log::warn!("profile {name}: using its static keys, ignoring {key} (not supported)");
+            let ignored = dynamic.or(credential_process.as_ref().map(|_| "credential_process"));
+            if let Some(key) = ignored.filter(|_| role.is_none()) {
+                log::warn!("profile {name}: using its static keys, ignoring {key}");
             }
+        }
+    }
+    // The static keys win over credential_process, as in the AWS CLI's credentials file.
+    let static_keys = access_key_id.is_some();
+    // The key id and the token travel in request headers (the secret only signs).
+    for (key, value) in [
+        ("aws_access_key_id", &access_key_id),
+        ("aws_session_token", &session_token),
+    ] {
+        if value.as_deref().is_some_and(|v| !header_safe(v)) {
+            return Err(invalid(format!(
+                "profile {name}: {key} holds characters other than printable ASCII"
+            )));
         }
     }
 
     let ignore_endpoints = get("ignore_configured_endpoint_urls")
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    let s3_endpoint = |settings: &Settings| {
-        settings
-            .get("s3")
-            .and_then(|s3| s3.nested.get("endpoint_url"))
-            .filter(|v| !v.is_empty())
-            .cloned()
-    };
-    let endpoint_url = if ignore_endpoints {
-        None
-    } else {
-        get("services")
-            .and_then(|id| config.merged(|header| prefixed(header, "services") == Some(&id)))
-            .and_then(|services| s3_endpoint(&services))
-            .or_else(|| s3_endpoint(settings))
+    let services = get("services")
+        .and_then(|id| config.merged(|header| prefixed(header, "services") == Some(&id)));
+    let endpoint = |service: &str| {
+        let nested = |settings: &Settings| {
+            settings
+                .get(service)
+                .and_then(|s| s.nested.get("endpoint_url"))
+                .filter(|v| !v.is_empty())
+                .cloned()
+        };
+        if ignore_endpoints {
+            return None;
+        }
+        services
+            .as_ref()
+            .and_then(nested)
+            .or_else(|| nested(settings))
             .or_else(|| get("endpoint_url"))
     };
 
@@ -217,9 +299,84 @@ fn resolve(name: &str, settings: &Settings, config: &Ini) -> Result<Profile> {
         access_key_id,
         secret_access_key,
         session_token,
+        credential_process: credential_process.filter(|_| !static_keys),
+        role,
         region: get("region"),
-        endpoint_url,
+        endpoint_url: endpoint("s3"),
+        sts_endpoint_url: endpoint("sts"),
     })
+}
+
+/// The role profile `name` assumes, if it has `role_arn` (`get` reads its settings).
+fn role_of(name: &str, get: &dyn Fn(&str) -> Option<String>) -> Result<Option<Role>> {
+    let Some(role_arn) = get("role_arn") else {
+        return Ok(None);
+    };
+    let invalid = |what: &str| Error::new(ErrorKind::InvalidData, format!("profile {name} {what}"));
+    let unsupported = |how: &str| {
+        Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "profile {name} assumes its role {how}, which is not supported (source_profile \
+                 and credential_source = Environment are); {EXPORT_HINT} {name} --format env)\""
+            ),
+        )
+    };
+    if get("mfa_serial").is_some() {
+        return Err(unsupported("with an MFA code (mfa_serial)"));
+    }
+    let source = match (get("source_profile"), get("credential_source")) {
+        (Some(_), Some(_)) => return Err(invalid("has both source_profile and credential_source")),
+        (Some(profile), None) => RoleSource::Profile(profile),
+        (None, Some(s)) if s.eq_ignore_ascii_case("Environment") => RoleSource::Environment,
+        (None, Some(s))
+            if s.eq_ignore_ascii_case("Ec2InstanceMetadata")
+                || s.eq_ignore_ascii_case("EcsContainer") =>
+        {
+            return Err(unsupported(&format!("with credentials from {s}")))
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                "has a credential_source other than Environment, Ec2InstanceMetadata or \
+                 EcsContainer",
+            ))
+        }
+        (None, None) if get("web_identity_token_file").is_some() => {
+            return Err(unsupported(
+                "through web identity (web_identity_token_file)",
+            ))
+        }
+        (None, None) => {
+            return Err(invalid(
+                "has role_arn but no source_profile or credential_source",
+            ))
+        }
+    };
+    let duration_seconds = match get("duration_seconds") {
+        None => None,
+        Some(v) => Some(
+            v.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|d| (900..=43_200).contains(d))
+                .ok_or_else(|| {
+                    invalid("has a duration_seconds that is not a number from 900 to 43200")
+                })?,
+        ),
+    };
+    Ok(Some(Role {
+        role_arn,
+        source,
+        external_id: get("external_id"),
+        session_name: get("role_session_name"),
+        duration_seconds,
+    }))
+}
+
+/// Whether a key id or token can go into a request header as it is: printable ASCII, no
+/// spaces (what AWS issues).
+pub(crate) fn header_safe(value: &str) -> bool {
+    value.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The profile a config-file section header (already trimmed) stands for: `default`, or
@@ -415,8 +572,11 @@ mod tests {
                 access_key_id: Some("AKIDDEFAULT".into()),
                 secret_access_key: Some(SECRET.into()),
                 session_token: Some(TOKEN.into()),
+                credential_process: None,
+                role: None,
                 region: None,
                 endpoint_url: None,
+                sts_endpoint_url: None,
             }
         );
     }
@@ -625,35 +785,138 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_role_and_sso_profiles() {
-        let config = "[profile base]\nregion = us-east-1\n[profile role]\n\
-                      role_arn = arn:aws:iam::123456789012:role/reader\nsource_profile = base\n";
-        let (kind, text) = err_text(load_texts("role", "", config));
-        assert_eq!(kind, ErrorKind::Unsupported);
-        assert!(text.contains("profile role"), "{text}");
-        assert!(text.contains("role_arn"), "{text}");
-        assert!(!text.contains("123456789012"), "{text}");
-        assert!(
-            text.contains("aws configure export-credentials --profile role --format env"),
-            "{text}"
+    fn role_profiles() {
+        let config = "[profile base]\nregion = us-east-1\n[profile role]\nregion = eu-west-1\n\
+                      role_arn = arn:aws:iam::123456789012:role/reader\nsource_profile = base\n\
+                      external_id = ext-1\nrole_session_name = lab\nduration_seconds = 3600\n\
+                      sts =\n  endpoint_url = http://127.0.0.1:9/sts\n";
+        let p = load_texts("role", "", config).unwrap();
+        assert_eq!(
+            p.role,
+            Some(Role {
+                role_arn: "arn:aws:iam::123456789012:role/reader".into(),
+                source: RoleSource::Profile("base".into()),
+                external_id: Some("ext-1".into()),
+                session_name: Some("lab".into()),
+                duration_seconds: Some(3600),
+            })
         );
+        assert_eq!(
+            p.sts_endpoint_url.as_deref(),
+            Some("http://127.0.0.1:9/sts")
+        );
+        assert_eq!(p.endpoint_url, None);
+        let text = format!("{p:?}");
+        assert!(!text.contains("ext-1") && text.contains("external_id: Some(<redacted>)"));
 
-        let config = "[profile sso]\nsso_start_url = https://example.awsapps.com/start\n\
-                      sso_account_id = 123456789012\n";
-        let (kind, text) = err_text(load_texts("sso", "", config));
-        assert_eq!(kind, ErrorKind::Unsupported);
-        assert!(text.contains("sso_account_id"), "{text}");
+        let config = "[profile env]\nrole_arn = arn:aws:iam::1:role/r\n\
+                      credential_source = Environment\n";
+        let p = load_texts("env", "", config).unwrap();
+        assert_eq!(p.role.unwrap().source, RoleSource::Environment);
 
-        let config = "[profile proc]\ncredential_process = /usr/bin/get-creds --json\n";
-        let (_, text) = err_text(load_texts("proc", "", config));
-        assert!(text.contains("credential_process"), "{text}");
-
-        // With static keys too, the static keys are used.
+        // With static keys too, the role wins; the keys stay, for a source_profile naming
+        // the profile itself.
         let creds =
             format!("[role]\naws_access_key_id = AKIDSTATIC\naws_secret_access_key = {SECRET}\n");
         let config = "[profile role]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = role\n";
         let p = load_texts("role", &creds, config).unwrap();
+        assert_eq!(p.role.unwrap().source, RoleSource::Profile("role".into()));
         assert_eq!(p.access_key_id.as_deref(), Some("AKIDSTATIC"));
+    }
+
+    #[test]
+    fn malformed_role_profiles() {
+        let cases = [
+            (
+                "role_arn = a\n",
+                "has role_arn but no source_profile or credential_source",
+            ),
+            (
+                "role_arn = a\nsource_profile = b\ncredential_source = Environment\n",
+                "has both source_profile and credential_source",
+            ),
+            (
+                "role_arn = a\ncredential_source = Moon\n",
+                "has a credential_source other than Environment",
+            ),
+            (
+                "role_arn = a\nsource_profile = b\nduration_seconds = 60\n",
+                "has a duration_seconds that is not a number from 900 to 43200",
+            ),
+        ];
+        for (settings, want) in cases {
+            let config = format!("[profile r]\n{settings}");
+            let (kind, text) = err_text(load_texts("r", "", &config));
+            assert_eq!(kind, ErrorKind::InvalidData, "{text}");
+            assert!(text.starts_with(&format!("profile r {want}")), "{text}");
+        }
+    }
+
+    #[test]
+    fn unsupported_profile_kinds_say_what_is_supported() {
+        let hint = "aws configure export-credentials --profile x --format env";
+        let cases = [
+            ("role_arn = arn:aws:iam::123456789012:role/r\nsource_profile = b\nmfa_serial = m\n", "MFA code (mfa_serial)"),
+            ("role_arn = a\ncredential_source = Ec2InstanceMetadata\n", "credentials from Ec2InstanceMetadata"),
+            ("role_arn = a\nweb_identity_token_file = /t\n", "web identity"),
+            ("sso_start_url = https://example.awsapps.com/start\nsso_account_id = 123456789012\n", "sso_account_id"),
+            ("sso_session = corp\n", "sso_session"),
+            ("source_profile = b\n", "source_profile"),
+        ];
+        for (settings, want) in cases {
+            let config = format!("[profile x]\n{settings}");
+            let (kind, text) = err_text(load_texts("x", "", &config));
+            assert_eq!(kind, ErrorKind::Unsupported, "{text}");
+            assert!(text.starts_with("profile x "), "{text}");
+            assert!(text.contains(want) && text.contains(hint), "{text}");
+            assert!(text.contains("source_profile"), "{text}");
+            assert!(!text.contains("123456789012"), "{text}");
+            assert_eq!(text.lines().count(), 1);
+        }
+    }
+
+    #[test]
+    fn credential_process_profiles() {
+        let config = "[profile proc]\nregion = eu-west-1\n\
+                      credential_process = /usr/bin/get-creds --json \"a = b\"\n";
+        let p = load_texts("proc", "", config).unwrap();
+        assert_eq!(
+            p.credential_process.as_deref(),
+            Some("/usr/bin/get-creds --json \"a = b\"")
+        );
+        assert_eq!(p.access_key_id, None);
+        assert_eq!(p.region.as_deref(), Some("eu-west-1"));
+        // Static keys win, as in the AWS CLI's credentials file; the command is dropped.
+        let creds =
+            format!("[proc]\naws_access_key_id = AKIDS\naws_secret_access_key = {SECRET}\n");
+        let p = load_texts("proc", &creds, config).unwrap();
+        assert_eq!(p.access_key_id.as_deref(), Some("AKIDS"));
+        assert_eq!(p.credential_process, None);
+        // A role wins over it.
+        let config = "[profile proc]\ncredential_process = x\nrole_arn = arn:aws:iam::1:role/r\n\
+                      source_profile = other\n";
+        let p = load_texts("proc", "", config).unwrap();
+        assert!(p.role.is_some());
+    }
+
+    #[test]
+    fn keys_a_header_cannot_carry_are_refused() {
+        let creds =
+            format!("[p]\naws_access_key_id = AKID\u{1}X\naws_secret_access_key = {SECRET}\n");
+        let (_, text) = err_text(load_texts("p", &creds, ""));
+        assert_eq!(
+            text,
+            "profile p: aws_access_key_id holds characters other than printable ASCII"
+        );
+        let creds = format!(
+            "[p]\naws_access_key_id = AKID\naws_secret_access_key = {SECRET}\n\
+             aws_session_token = tok\u{e9}n\n"
+        );
+        let (_, text) = err_text(load_texts("p", &creds, ""));
+        assert!(text.contains("aws_session_token"), "{text}");
+        // The secret only signs: any text will do.
+        let creds = "[p]\naws_access_key_id = AKID\naws_secret_access_key = s\u{e9} cr\u{1}t\n";
+        assert!(load_texts("p", creds, "").is_ok());
     }
 
     #[test]
@@ -662,8 +925,11 @@ mod tests {
             access_key_id: Some("AKIDVISIBLE".into()),
             secret_access_key: Some(SECRET.into()),
             session_token: Some(TOKEN.into()),
+            credential_process: Some(format!("get-creds --token {TOKEN}")),
+            role: None,
             region: Some("us-east-1".into()),
             endpoint_url: Some("http://localhost:9000".into()),
+            sts_endpoint_url: None,
         };
         for text in [format!("{p:?}"), format!("{p:#?}")] {
             assert!(!text.contains(SECRET) && !text.contains(TOKEN), "{text}");
@@ -672,6 +938,10 @@ mod tests {
             assert!(text.contains("http://localhost:9000"), "{text}");
             assert!(
                 text.contains("secret_access_key: Some(<redacted>)"),
+                "{text}"
+            );
+            assert!(
+                text.contains("credential_process: Some(<redacted>)"),
                 "{text}"
             );
         }

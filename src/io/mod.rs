@@ -2,7 +2,17 @@
 //! of the HDF5 file over them, a little-endian byte cursor that knows the file's offset and
 //! length widths, and the two checksums the format uses.
 
+#[cfg(feature = "remote")]
+pub mod aws_credential_process;
+#[cfg(feature = "remote")]
+pub mod aws_credentials;
 pub mod aws_profile;
+#[cfg(feature = "remote")]
+pub mod aws_source;
+#[cfg(feature = "remote")]
+pub mod aws_sts;
+#[cfg(all(test, feature = "remote"))]
+mod aws_sts_fake;
 #[cfg(feature = "remote")]
 pub mod byteranges;
 pub mod checksum;

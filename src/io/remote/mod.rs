@@ -143,8 +143,9 @@ pub struct RemoteOptions {
     pub allow_redirects: bool,
     /// Entries of one directory of a bucket listed at most (`--list-max-keys`).
     pub list_max_keys: usize,
-    /// Static credentials (from `--profile`); default: the standard AWS sources.
-    pub credentials: Option<Credentials>,
+    /// The credentials of `--profile` ([`super::aws_credentials`]), kept fresh; default:
+    /// the standard AWS sources.
+    pub credential_provider: Option<object_store::aws::AwsCredentialProvider>,
     /// Longest one request may take (`--request-timeout`).
     pub request_timeout: Duration,
     /// Longest a read may spend retrying (5xx, throttling, timeouts) before it fails.
@@ -154,22 +155,6 @@ pub struct RemoteOptions {
     pub meta_cache_bytes: u64,
     /// Bytes of data pages (readahead, prefetch, large reads), likewise.
     pub data_cache_bytes: u64,
-}
-
-/// Static S3 credentials.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Credentials {
-    pub key_id: String,
-    pub secret: String,
-    pub token: Option<String>,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("key_id", &self.key_id)
-            .finish_non_exhaustive()
-    }
 }
 
 impl RemoteOptions {
@@ -189,7 +174,7 @@ impl Default for RemoteOptions {
             virtual_hosted: false,
             allow_redirects: false,
             list_max_keys: DEFAULT_LIST_MAX_KEYS,
-            credentials: None,
+            credential_provider: None,
             request_timeout: Duration::from_secs(10),
             retry_total: Duration::from_secs(30),
             meta_cache_bytes: 32 << 20,

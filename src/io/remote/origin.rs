@@ -62,7 +62,7 @@ pub(super) fn connector(base: &str, opts: &RemoteOptions) -> CountingConnector {
 /// environment, and the instance metadata turned off (`AWS_EC2_METADATA_DISABLED`).
 fn surely_no_credentials(opts: &RemoteOptions) -> bool {
     let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
-    opts.credentials.is_none()
+    opts.credential_provider.is_none()
         && !opts.no_sign
         && ![
             "AWS_ACCESS_KEY_ID",
@@ -94,13 +94,8 @@ pub(super) fn store_for(
             .with_http_connector(connector(base, opts))
             .with_virtual_hosted_style_request(opts.virtual_hosted)
             .with_skip_signature(opts.no_sign);
-        if let Some(c) = &opts.credentials {
-            b = b
-                .with_access_key_id(c.key_id.clone())
-                .with_secret_access_key(c.secret.clone());
-            if let Some(t) = &c.token {
-                b = b.with_token(t.clone());
-            }
+        if let Some(c) = &opts.credential_provider {
+            b = b.with_credentials(c.clone());
         }
         if let Some(e) = &opts.endpoint {
             b = b.with_endpoint(e.clone());
