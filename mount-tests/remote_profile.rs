@@ -108,21 +108,13 @@ impl Home {
 
     /// `h5mount URL MOUNTPOINT --endpoint E --profile p`, in this HOME only.
     fn command(&self, url: &str, mountpoint: &Path, endpoint: &str) -> Command {
-        let mut c = Command::new(harness::BIN);
+        let mut c = harness::isolated(self.dir.path());
         c.arg(url)
             .arg(mountpoint)
             .args(["--endpoint", endpoint, "--profile", "p"]);
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("AWS_") {
-                c.env_remove(k);
-            }
-        }
         let aws = self.dir.path().join(".aws");
-        c.env("HOME", self.dir.path())
-            .env("AWS_CONFIG_FILE", aws.join("config"))
-            .env("AWS_SHARED_CREDENTIALS_FILE", aws.join("credentials"))
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9");
+        c.env("AWS_CONFIG_FILE", aws.join("config"))
+            .env("AWS_SHARED_CREDENTIALS_FILE", aws.join("credentials"));
         c
     }
 }

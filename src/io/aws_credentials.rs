@@ -61,6 +61,12 @@ pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
 /// Credentials of one named profile, re-read and renewed as the module docs say.
 pub struct ProfileCredentials {
+    inner: Arc<Provider>,
+}
+
+/// What [`ProfileCredentials`] holds, shared with the task of a fetch (which outlives a
+/// request given up).
+struct Provider {
     name: String,
     files: Files,
     clock: Clock,
@@ -144,7 +150,7 @@ impl ProfileCredentials {
             return Ok(None);
         };
         let checked = clock();
-        Ok(Some(ProfileCredentials {
+        let inner = Arc::new(Provider {
             name: name.to_string(),
             files,
             clock,
@@ -160,18 +166,58 @@ impl ProfileCredentials {
             }),
             flight: tokio::sync::Mutex::new(()),
             sts: StsClient::new(),
-        }))
+        });
+        Ok(Some(ProfileCredentials { inner }))
     }
 
+    /// The credentials for a request (the trait's method, without the async wrapper's
+    /// error type). A fetch runs in a task of its own, which settles its outcome whether or
+    /// not the request that began it still waits: a request given up (its own timeout is
+    /// shorter than a slow helper's) neither ends the fetch nor lets the next request begin
+    /// another beside it.
+    async fn credential(&self) -> Result<Arc<AwsCredential>, String> {
+        let fallback = match self.inner.lookup() {
+            Lookup::Ready(c) => return Ok(c),
+            Lookup::Failed(message) => return Err(message),
+            Lookup::Fetch { fallback, .. } => fallback,
+        };
+        // While a fetch runs, valid credentials serve meanwhile.
+        if let Some(c) = fallback {
+            if self.inner.flight.try_lock().is_err() {
+                return Ok(c);
+            }
+        }
+        let inner = self.inner.clone();
+        let fetch = tokio::spawn(async move {
+            // One fetch at a time.
+            let _flight = inner.flight.lock().await;
+            // Another fetch may have settled it while this one waited.
+            let source = match inner.lookup() {
+                Lookup::Ready(c) => return Ok(c),
+                Lookup::Failed(message) => return Err(message),
+                Lookup::Fetch { source, .. } => source,
+            };
+            let outcome = aws_source::fetch(&source, inner.limits, &inner.sts).await;
+            inner.settle(&source, outcome)
+        });
+        fetch.await.unwrap_or_else(|e| {
+            Err(format!(
+                "profile {}: the fetch of credentials ended early: {e}",
+                self.inner.name
+            ))
+        })
+    }
+}
+
+impl Provider {
     /// Credentials from memory, or the fetch that is needed.
     fn lookup(&self) -> Lookup {
         let now = (self.clock)();
         let mut st = lock(&self.state);
         self.check_files(&mut st, now);
-        let source = match &st.source {
-            Source::Static(c) => return Lookup::Ready(c.clone()),
-            other => other.clone(),
-        };
+        if let Source::Static(c) = &st.source {
+            return Lookup::Ready(c.clone());
+        }
         let valid = st
             .issued
             .as_ref()
@@ -191,8 +237,9 @@ impl ProfileCredentials {
                 };
             }
         }
+        // The source is copied only for a fetch, not for every request served from memory.
         Lookup::Fetch {
-            source,
+            source: st.source.clone(),
             fallback: valid,
         }
     }
@@ -305,30 +352,6 @@ impl ProfileCredentials {
             }
         }
     }
-
-    /// The credentials for a request (the trait's method, without the async wrapper's
-    /// error type).
-    async fn credential(&self) -> Result<Arc<AwsCredential>, String> {
-        let fallback = match self.lookup() {
-            Lookup::Ready(c) => return Ok(c),
-            Lookup::Failed(message) => return Err(message),
-            Lookup::Fetch { fallback, .. } => fallback,
-        };
-        // One fetch at a time; while one runs, valid credentials serve meanwhile.
-        let _flight = match (self.flight.try_lock(), &fallback) {
-            (Ok(guard), _) => guard,
-            (Err(_), Some(c)) => return Ok(c.clone()),
-            (Err(_), None) => self.flight.lock().await,
-        };
-        // Another request's fetch may have settled it while this one waited.
-        let source = match self.lookup() {
-            Lookup::Ready(c) => return Ok(c),
-            Lookup::Failed(message) => return Err(message),
-            Lookup::Fetch { source, .. } => source,
-        };
-        let outcome = aws_source::fetch(&source, self.limits, &self.sts).await;
-        self.settle(&source, outcome)
-    }
 }
 
 #[async_trait::async_trait]
@@ -347,9 +370,9 @@ impl CredentialProvider for ProfileCredentials {
 
 impl std::fmt::Debug for ProfileCredentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = lock(&self.state).source.kind();
+        let kind = lock(&self.inner.state).source.kind();
         f.debug_struct("ProfileCredentials")
-            .field("profile", &self.name)
+            .field("profile", &self.inner.name)
             .field("kind", &kind)
             .finish_non_exhaustive()
     }
@@ -394,9 +417,10 @@ mod tests {
         }
         static INSTALLED: std::sync::Once = std::sync::Once::new();
         INSTALLED.call_once(|| {
-            if log::set_logger(&Keep).is_ok() {
-                log::set_max_level(log::LevelFilter::Info);
-            }
+            // The only logger of the library's tests: without it, the checks that nothing
+            // was logged would pass for want of a listener.
+            log::set_logger(&Keep).expect("no other logger in the library's tests");
+            log::set_max_level(log::LevelFilter::Info);
         });
     }
 
@@ -611,6 +635,40 @@ mod tests {
         assert_eq!(home.runs(), 1);
     }
 
+    /// A request that gives up while the helper runs (its own time bound, shorter than a slow
+    /// helper's) leaves the fetch running: the next request takes its outcome rather than
+    /// running the helper again beside it.
+    #[test]
+    fn a_request_given_up_leaves_its_fetch_to_the_next() {
+        let home = Home::new();
+        home.process_profile("proc-gone");
+        home.expires(3600);
+        home.write("gate", "");
+        let p = Arc::new(home.provider("proc-gone", Limits::default()));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        // The helper waits at its gate: the first request cannot end before its bound.
+        let first = rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(50), p.get_credential()).await
+        });
+        assert!(first.is_err(), "the first request ended with the gate shut");
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while home.runs() == 0 && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(home.runs(), 1, "the helper never started");
+        let second = {
+            let p = p.clone();
+            rt.spawn(async move { p.get_credential().await.map(|c| c.key_id.clone()) })
+        };
+        std::fs::remove_file(home.path("gate")).unwrap();
+        assert_eq!(rt.block_on(second).unwrap().unwrap(), "AKID1");
+        assert_eq!(home.runs(), 1);
+    }
+
     #[test]
     fn a_failing_helper_is_logged_once_and_run_again_after_a_pause() {
         let home = Home::new();
@@ -730,8 +788,17 @@ mod tests {
         home.clock.at(5.0);
         assert_eq!(key(&p), "AKIDTWO");
         assert_eq!(get(&p).unwrap().token.as_deref(), Some("token-of-AKIDTWO"));
-        // Rewritten in place with the same size: the modification time tells.
-        std::fs::write(home.path("credentials"), static_keys(NAME, "AKIDTRI")).unwrap();
+        // Rewritten in place with the same size: the modification time tells (set a second
+        // on, so that a file system with coarse times cannot keep it the same).
+        let path = home.path("credentials");
+        let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::fs::write(&path, static_keys(NAME, "AKIDTRI")).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(before + Duration::from_secs(1))
+            .unwrap();
         home.clock.at(10.0);
         assert_eq!(key(&p), "AKIDTRI");
         // A file that no longer parses, or lost the profile: the last good keys, said once.

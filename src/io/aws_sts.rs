@@ -45,6 +45,14 @@ pub(crate) fn endpoint(region: &str, configured: Option<&str>) -> Result<url::Ur
         Some(e) => e.to_string(),
         None => format!("https://sts.{region}.amazonaws.com/"),
     };
+    // Refused before the text is shown anywhere: a password may hold a `/` that makes the
+    // rest unparseable, and messages must not carry it. An endpoint has no use for an `@`.
+    if text
+        .split_once("://")
+        .is_some_and(|(_, rest)| rest.contains('@'))
+    {
+        return Err("the STS endpoint holds a user name or password".into());
+    }
     let url = url::Url::parse(&text).map_err(|e| format!("STS endpoint {text}: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
         return Err(format!(
@@ -57,15 +65,17 @@ pub(crate) fn endpoint(region: &str, configured: Option<&str>) -> Result<url::Ur
     Ok(url)
 }
 
-/// The HTTP client for STS calls: bounded in time, redirects not followed.
+/// The HTTP client for STS calls: the remote sources' own (bounded in time, counted, no
+/// content encoding), following no redirect.
 pub(crate) fn client() -> Result<HttpClient, String> {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(TIMEOUT)
-        .timeout(TIMEOUT)
-        .build()
-        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
-    Ok(HttpClient::new(client))
+    use object_store::client::HttpConnector;
+    let connector = super::remote::CountingConnector {
+        timeout: TIMEOUT,
+        redirects: super::remote::Redirects::Never,
+    };
+    connector
+        .connect(&object_store::ClientOptions::new())
+        .map_err(|e| format!("cannot make an HTTP client: {e}"))
 }
 
 /// Assume `call`'s role with `source`'s credentials.
@@ -82,15 +92,17 @@ pub(crate) async fn assume_role(
             http::header::CONTENT_TYPE,
             "application/x-www-form-urlencoded; charset=utf-8",
         )
-        .header(http::header::ACCEPT_ENCODING, "identity")
         .body(HttpRequestBody::from(body.into_bytes()))
         .map_err(|e| format!("cannot build the request: {e}"))?;
     AwsAuthorizer::new(source, "sts", &call.region).authorize(&mut request, None);
     let exchange = async {
-        let answer = client
-            .execute(request)
-            .await
-            .map_err(|e| format!("request to {} failed: {e}", call.endpoint))?;
+        let answer = client.execute(request).await.map_err(|e| {
+            format!(
+                "request to {} failed: {}",
+                call.endpoint,
+                super::remote::chain(&e)
+            )
+        })?;
         let status = answer.status().as_u16();
         let mut body = Vec::new();
         let mut stream = answer.into_body().bytes_stream();
@@ -414,9 +426,10 @@ mod tests {
                 String::new(),
             )
         });
-        assert_eq!(
-            assume(&sts.url).unwrap_err(),
-            "STS answered status 307 (a redirect, not followed)"
+        let e = assume(&sts.url).unwrap_err();
+        assert!(
+            e.contains("answered with a redirect to") && e.contains("never sent elsewhere"),
+            "{e}"
         );
         assert_eq!(sts.requests().len(), 1);
         assert!(elsewhere.requests().is_empty());
@@ -455,8 +468,15 @@ mod tests {
         for bad in ["127.0.0.1:9", "ftp://h/", "http://u:p@h/", "not a url"] {
             assert!(endpoint("x", Some(bad)).is_err(), "{bad}");
         }
-        assert!(!endpoint("x", Some("http://u:secret@h/"))
-            .unwrap_err()
-            .contains("secret"));
+        // Never the password, also where it keeps the rest from parsing.
+        for with_password in [
+            "http://u:secret@h/",
+            "ftp://u:secret@h/",
+            "http://u:secret@h:99999/",
+            "http://u:sec/ret@h/",
+        ] {
+            let e = endpoint("x", Some(with_password)).unwrap_err();
+            assert!(!e.contains("secret") && !e.contains("sec/"), "{e}");
+        }
     }
 }

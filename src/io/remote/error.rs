@@ -96,7 +96,7 @@ pub(super) fn bad_url(url: &str, why: &str) -> std::io::Error {
 
 /// `e` and its causes, each said once: `reqwest` names only the request ("error sending
 /// request") and keeps the reason ("Connection refused") in its sources.
-pub(super) fn chain(e: &(dyn StdError + 'static)) -> String {
+pub(crate) fn chain(e: &(dyn StdError + 'static)) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     let mut depth = 0;

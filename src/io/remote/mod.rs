@@ -117,8 +117,10 @@ mod readahead;
 mod tests;
 
 pub use context::{totals, RemoteStats};
+pub(crate) use error::chain;
 pub use error::RemoteKind;
 pub use net::{net_stats, NetStats};
+pub(crate) use net::{CountingConnector, Redirects};
 pub use object::Remote;
 pub use origin::RemoteOrigin;
 

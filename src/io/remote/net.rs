@@ -42,7 +42,7 @@ pub const ERROR_BODY: u64 = 64 << 10;
 /// Which redirects a client follows (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Redirects {
-    /// None: an S3 store's requests carry credentials.
+    /// None: the requests carry credentials (an S3 store's, STS's).
     Never,
     /// Within the same scheme, host and port.
     SameOrigin,
@@ -245,7 +245,7 @@ impl http_body::Body for Capped {
 
 /// The connector of every store and client of ours (see the module docs).
 #[derive(Debug)]
-pub(super) struct CountingConnector {
+pub(crate) struct CountingConnector {
     /// Longest one request may take, its body included (also to connect).
     pub timeout: Duration,
     pub redirects: Redirects,
@@ -312,8 +312,8 @@ fn policy(r: Redirects) -> reqwest::redirect::Policy {
         let follow = match r {
             Redirects::Never => {
                 return attempt.error(Refused(format!(
-                    "the store answered with a redirect to {}: requests to an S3 store are \
-                     never sent elsewhere (check --endpoint and --region)",
+                    "answered with a redirect to {}: a request with credentials is never sent \
+                     elsewhere (check the endpoint and the region)",
                     shown(&to)
                 )))
             }
