@@ -69,10 +69,12 @@
 //! message, and a [`RemoteKind`]), and the pages it wanted fail again at once for a short
 //! while ([`FAIL_HOLD`](super::pages::FAIL_HOLD)). Answers a hostile or broken server could
 //! abuse (redirects, content encodings, bodies that are not the range asked for) are
-//! refused by the client itself ([`net`]), and listings are bounded ([`list`]). Every GET carries `If-Match` with the ETag seen when
-//! the object was opened: an object replaced while mounted fails the reads (a 412), never
-//! mixing old and new bytes; [`ByteSource::current_identity`](super::ByteSource::current_identity) asks for the ETag afresh (a
-//! HEAD), which is what `--refresh` compares.
+//! refused by the client itself (module `net`), and listings are bounded (module `list`).
+//!
+//! Every GET carries `If-Match` with the ETag seen when the object was opened: an object
+//! replaced while mounted fails the reads (a 412), never mixing old and new bytes;
+//! [`ByteSource::current_identity`](super::ByteSource::current_identity) asks for the ETag
+//! afresh (a HEAD), which is what `--refresh` compares.
 //!
 //! Every HTTP request, retries included, passes through a counting connector: requests by
 //! kind, retries, and latency percentiles for the whole process ([`net_stats`]).
