@@ -21,17 +21,18 @@
 //! SeaweedFS is installed by `mount-tests/install-servers` (run by `mount-tests/run`);
 //! without it these tests say so and pass, unless `H5MOUNT_REQUIRE_SERVERS` is set.
 
+#[path = "../src/io/aws_sts_fake.rs"]
+#[allow(dead_code)]
+mod aws_sts_fake;
 mod harness;
 mod servers;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
+use aws_sts_fake::FakeSts;
 use harness::{walk, Mount};
 use servers::Seaweed;
 
@@ -177,80 +178,6 @@ fn a_credential_process_that_fails_or_lies_is_one_line_and_status_2() {
     }
 }
 
-/// A fake STS on 127.0.0.1: records each request (its Authorization header and body) and
-/// answers each with `answer` (status, body). Stops when dropped.
-struct FakeSts {
-    port: u16,
-    requests: Arc<Mutex<Vec<(String, String)>>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl FakeSts {
-    fn start(status: u16, answer: String) -> FakeSts {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (recorded, stopped) = (requests.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(mut conn) = conn else { continue };
-                let mut reader = BufReader::new(&conn);
-                let (mut auth, mut len, mut line) = (String::new(), 0, String::new());
-                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line.trim() != "" {
-                    let lower = line.to_ascii_lowercase();
-                    if let Some(v) = lower.strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                    if lower.starts_with("authorization:") {
-                        auth = line["authorization:".len()..].trim().to_string();
-                    }
-                    line.clear();
-                }
-                let mut body = vec![0; len];
-                if reader.read_exact(&mut body).is_err() {
-                    continue;
-                }
-                let body = String::from_utf8_lossy(&body).into_owned();
-                recorded.lock().unwrap().push((auth, body));
-                let _ = write!(
-                    conn,
-                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-                    answer.len()
-                );
-            }
-        });
-        FakeSts {
-            port,
-            requests,
-            thread: Some(thread),
-            stop,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/", self.port)
-    }
-
-    fn requests(&self) -> Vec<(String, String)> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl Drop for FakeSts {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// A home whose profile `p` assumes a role through `sts` with the keys of profile `base`.
 fn role_home(sts: &FakeSts) -> Home {
     Home::with_files(
@@ -258,7 +185,7 @@ fn role_home(sts: &FakeSts) -> Home {
             "[profile p]\nregion = {}\nrole_arn = arn:aws:iam::123456789012:role/reader\n\
              source_profile = base\nsts =\n  endpoint_url = {}\n",
             servers::S3_REGION,
-            sts.url()
+            sts.url
         ),
         &format!("[base]\naws_access_key_id = AKIDSOURCE\naws_secret_access_key = {SECRET}\n"),
     )
@@ -271,17 +198,15 @@ fn a_role_profile_reads_a_private_bucket_through_sts() {
     };
     // SeaweedFS's static identities refuse session tokens: the assumed role's credentials
     // come without one.
-    let sts = FakeSts::start(
-        200,
-        format!(
-            "<AssumeRoleResponse><AssumeRoleResult><Credentials>\
+    let answer = format!(
+        "<AssumeRoleResponse><AssumeRoleResult><Credentials>\
              <AccessKeyId>{}</AccessKeyId><SecretAccessKey>{}</SecretAccessKey>\
              <Expiration>2099-01-01T00:00:00Z</Expiration></Credentials>\
              </AssumeRoleResult></AssumeRoleResponse>",
-            sw.access_key(),
-            sw.secret_key()
-        ),
+        sw.access_key(),
+        sw.secret_key()
     );
+    let sts = FakeSts::start(move |_| (200, vec![], answer.clone()));
     let home = role_home(&sts);
     let endpoint = sw.endpoint();
     let m = Mount::by_command(|mp| home.command(&url, mp, &endpoint));
@@ -289,17 +214,19 @@ fn a_role_profile_reads_a_private_bucket_through_sts() {
     assert_eq!(walk(m.path()), walk(local.path()));
     let requests = sts.requests();
     assert_eq!(requests.len(), 1, "{requests:?}");
-    let (auth, body) = &requests[0];
+    let r = &requests[0];
+    // Signed with the source profile's keys (the signature checked, not only its text).
+    assert_eq!(r.signed_by(SECRET).as_deref(), Some("AKIDSOURCE"), "{r:?}");
+    let auth = r.header("authorization").unwrap_or_default();
     assert!(
-        auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDSOURCE/")
-            && auth.contains(&format!("/{}/sts/aws4_request", servers::S3_REGION)),
+        auth.contains(&format!("/{}/sts/aws4_request", servers::S3_REGION)),
         "{auth}"
     );
     assert!(!auth.contains(SECRET), "{auth}");
-    assert!(
-        body.contains("Action=AssumeRole")
-            && body.contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Freader"),
-        "{body}"
+    assert_eq!(r.form("Action").as_deref(), Some("AssumeRole"));
+    assert_eq!(
+        r.form("RoleArn").as_deref(),
+        Some("arn:aws:iam::123456789012:role/reader")
     );
 }
 
@@ -308,12 +235,15 @@ fn a_refused_role_is_one_line_and_status_2() {
     let Some((sw, url)) = private_object() else {
         return;
     };
-    let sts = FakeSts::start(
-        403,
-        "<ErrorResponse><Error><Code>AccessDenied</Code><Message>not allowed</Message>\
-         </Error></ErrorResponse>"
-            .into(),
-    );
+    let sts = FakeSts::start(|_| {
+        (
+            403,
+            vec![],
+            "<ErrorResponse><Error><Code>AccessDenied</Code><Message>not allowed</Message>\
+             </Error></ErrorResponse>"
+                .into(),
+        )
+    });
     let home = role_home(&sts);
     let tmp = tempfile::tempdir().unwrap();
     let out = home

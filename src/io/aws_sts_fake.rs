@@ -1,6 +1,8 @@
-//! A fake STS on 127.0.0.1 for unit tests: records each request, checks its SigV4
-//! signature against the secret a test names (an implementation of its own, not the
-//! signer's), and answers as the test says.
+//! A fake STS on 127.0.0.1 for tests: records each request, checks its SigV4 signature
+//! against the secret a test names (an implementation of its own, not the signer's), and
+//! answers as the test says. The library's unit tests and the mount tests
+//! (`mount-tests/remote_profile.rs`, through `#[path]`) share it, so it names nothing of
+//! the crate (its locks are plain ones).
 
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -87,6 +89,11 @@ fn hmac(key: &[u8], msg: &[u8]) -> Vec<u8> {
 
 /// What the fake answers a request: status, extra headers, body.
 pub type Answer = (u16, Vec<(String, String)>, String);
+/// A plain lock that a panicking test thread does not poison for the others.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 type Responder = Box<dyn FnMut(&Recorded) -> Answer + Send>;
 
 /// The fake server; stops when dropped.
@@ -124,7 +131,7 @@ impl FakeSts {
                 }
                 let Ok(conn) = conn else { continue };
                 if let Some(r) = read_request(&conn) {
-                    crate::sync::lock(&recorded).push(r.clone());
+                    lock(&recorded).push(r.clone());
                     let (status, headers, body) = responder(&r);
                     let mut out = format!(
                         "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -149,7 +156,7 @@ impl FakeSts {
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
-        crate::sync::lock(&self.requests).clone()
+        lock(&self.requests).clone()
     }
 }
 
