@@ -78,8 +78,16 @@ thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Run `f` one VDS level deeper, refusing to go past [`MAX_NESTING`].
+/// Run `f` one VDS level deeper, refusing to go past [`MAX_NESTING`]. The depth is put back
+/// also when `f` panics (the filesystem layer catches a request's panic and the thread
+/// serves on: a depth left raised would refuse every virtual dataset on it after a few).
 fn nested<T>(addr: u64, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    struct Back(u32);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            DEPTH.with(|c| c.set(self.0));
+        }
+    }
     let d = DEPTH.with(|c| c.get());
     if d >= MAX_NESTING {
         return Err(Error::limit(
@@ -88,10 +96,9 @@ fn nested<T>(addr: u64, f: impl FnOnce() -> Result<T>) -> Result<T> {
             "sources nest too deep (or cycle)",
         ));
     }
+    let _back = Back(d);
     DEPTH.with(|c| c.set(d + 1));
-    let r = f();
-    DEPTH.with(|c| c.set(d));
-    r
+    f()
 }
 
 /// A source dataset as resolved for one mapping.
@@ -800,6 +807,20 @@ fn find_dataset(f: &File, path: &str) -> Result<(FileIdx, Arc<Dataset>)> {
 
 #[cfg(test)]
 mod tests {
+    /// A panic inside a nested read leaves the depth as it was: after more panics than
+    /// levels, the thread still reads (the fault the issue saw: every VDS refused).
+    #[test]
+    fn the_nesting_depth_survives_panics() {
+        for _ in 0..(2 * super::MAX_NESTING) {
+            let caught = std::panic::catch_unwind(|| {
+                super::nested(1, || -> crate::error::Result<()> { panic!("a read panics") })
+            });
+            assert!(caught.is_err());
+        }
+        assert_eq!(super::DEPTH.with(|c| c.get()), 0);
+        assert_eq!(super::nested(1, || Ok(7)).unwrap(), 7);
+    }
+
     use super::*;
 
     /// A virtual dataset whose datatype declares elements of 1 GiB is refused when opened,
