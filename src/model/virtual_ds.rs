@@ -813,7 +813,9 @@ mod tests {
     fn the_nesting_depth_survives_panics() {
         for _ in 0..(2 * super::MAX_NESTING) {
             let caught = std::panic::catch_unwind(|| {
-                super::nested(1, || -> crate::error::Result<()> { panic!("a read panics") })
+                super::nested(1, || -> crate::error::Result<()> {
+                    panic!("a read panics")
+                })
             });
             assert!(caught.is_err());
         }
