@@ -929,7 +929,14 @@ fn reads_through_handles_and_the_read_counters() {
     let mut requests = 0;
     loop {
         let answer = fs
-            .read_handle(a.ino, fh, got.len() as u64, 4096, &mut buf)
+            .read_handle(
+                h5mount::io::ReadCtx::default(),
+                a.ino,
+                fh,
+                got.len() as u64,
+                4096,
+                &mut buf,
+            )
             .unwrap();
         requests += 1;
         let piece = answer.bytes(&buf);
@@ -963,7 +970,14 @@ fn a_read_over_several_chunks_has_workers_decode_all_but_its_first() {
     let (jobs, misses) = (counter(&fs, "prefetch_jobs"), counter(&fs, "cache_misses"));
     let mut buf = Vec::new();
     let tail = fs
-        .read_handle(a.ino, fh, 12 * MIB, (4 * MIB) as u32, &mut buf)
+        .read_handle(
+            h5mount::io::ReadCtx::default(),
+            a.ino,
+            fh,
+            12 * MIB,
+            (4 * MIB) as u32,
+            &mut buf,
+        )
         .unwrap()
         .bytes(&buf)
         .to_vec();
@@ -982,7 +996,14 @@ fn a_read_over_several_chunks_has_workers_decode_all_but_its_first() {
     let mut all = Vec::new();
     while (all.len() as u64) < 12 * MIB {
         let answer = fs
-            .read_handle(a.ino, fh, all.len() as u64, MIB as u32, &mut buf)
+            .read_handle(
+                h5mount::io::ReadCtx::default(),
+                a.ino,
+                fh,
+                all.len() as u64,
+                MIB as u32,
+                &mut buf,
+            )
             .unwrap();
         all.extend_from_slice(answer.bytes(&buf));
     }
@@ -1011,7 +1032,14 @@ fn datasets_opened_in_listing_order_have_the_next_ones_decoded_ahead() {
         let fh = fs.open_handle(a.ino, libc::O_RDONLY).unwrap();
         let mut buf = Vec::new();
         let got = fs
-            .read_handle(a.ino, fh, 0, (a.size + 1) as u32, &mut buf)
+            .read_handle(
+                h5mount::io::ReadCtx::default(),
+                a.ino,
+                fh,
+                0,
+                (a.size + 1) as u32,
+                &mut buf,
+            )
             .unwrap()
             .bytes(&buf)
             .to_vec();

@@ -131,7 +131,7 @@ pub fn read_ranges(d: &h5mount::model::Dataset) {
     }
     // A shared answer (a run of a cached chunk) must hold the bytes a copying read gives.
     for (s, n) in [(s, n as u64), (s, 4096), (0, 16), (len.saturating_sub(7), 7)] {
-        if let Ok(Some((chunk, at))) = d.read_shared(s, n) {
+        if let Ok(Some((chunk, at))) = d.read_shared(h5mount::io::ReadCtx::default(), s, n) {
             let run = chunk.get(at..at + n as usize).expect("shared run inside its chunk");
             let mut copy = vec![0u8; n as usize];
             if let Ok(got) = d.read_at(s, &mut copy) {
@@ -139,8 +139,8 @@ pub fn read_ranges(d: &h5mount::model::Dataset) {
             }
         }
     }
-    let _ = d.read_shared(len, 1);
-    let _ = d.read_shared(u64::MAX - 1, 16);
+    let _ = d.read_shared(h5mount::io::ReadCtx::default(), len, 1);
+    let _ = d.read_shared(h5mount::io::ReadCtx::default(), u64::MAX - 1, 16);
     let _ = d.read_at(len, &mut buf[..1]);
     let _ = d.read_at(u64::MAX - 1, &mut buf[..16]);
 }

@@ -392,9 +392,8 @@ impl Filesystem for FuseFs {
             // source follows each reader's own way through the file).
             READ_BUF.with(|b| {
                 let mut buf = b.borrow_mut();
-                let answer = crate::io::source::as_reader(pid, || {
-                    c.read_handle(ino.0, fh.0, offset, size, &mut buf)
-                });
+                let ctx = crate::io::ReadCtx::reader(pid);
+                let answer = c.read_handle(ctx, ino.0, fh.0, offset, size, &mut buf);
                 match answer {
                     Ok(answer) => reply.data(answer.bytes(&buf)),
                     Err(e) => reply.error(Self::fail(c, "read", e)),

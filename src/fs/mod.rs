@@ -45,6 +45,7 @@ pub use error::{FsError, FsResult};
 pub use inode::{Node, NodeKind, ROOT_INO};
 pub use xattr::XattrReply;
 
+use crate::io::ReadCtx;
 use crate::model::{Dataset, File, FileIdx, Link, LinkTarget, ObjectId, ObjectKind, Resolver};
 use crate::views::ViewOptions;
 
@@ -545,7 +546,7 @@ impl H5Fs {
     /// path of a group with several names is its directory still follows the order in
     /// which the user reaches them, as on a mount without warm-up once its root is listed.
     /// Then the source learns what its readers' first requests would otherwise learn on
-    /// their way ([`crate::io::ByteSource::warm_up`]: whether an HTTP server answers GETs of
+    /// their way ([`crate::io::RemoteSource::warm_up`]: whether an HTTP server answers GETs of
     /// several ranges). The daemon runs it once a remote mount is ready (`--no-warm-up` not
     /// to). Its progress shows in the statistics (`remote_warm_up`: 2 once all it reads is
     /// read); a failure is left to the read that needs it.
@@ -721,7 +722,7 @@ impl H5Fs {
     /// Read `size` bytes at `offset` of `ino`.
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let mut out = Vec::new();
-        let answer = self.read_handle(ino, 0, offset, size, &mut out)?;
+        let answer = self.read_handle(ReadCtx::default(), ino, 0, offset, size, &mut out)?;
         Ok(match answer {
             read::Answer::Buffer => out,
             shared => shared.bytes(&[]).to_vec(),
@@ -731,16 +732,17 @@ impl H5Fs {
     /// Read `size` bytes at `offset` of `ino` through handle `fh` into `out` (resized to the
     /// bytes read; a reused buffer keeps its pages, so a request costs no allocation), or
     /// answer with a run of a cached chunk, leaving `out` alone. With refresh on, a read that
-    /// fails is tried again if a new view of the file came meanwhile.
+    /// fails is tried again if a new view of the file came meanwhile. `ctx`: for whom.
     pub fn read_handle(
         &self,
+        ctx: ReadCtx,
         ino: u64,
         fh: u64,
         offset: u64,
         size: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<read::Answer> {
-        let r = self.retry_after_refresh(|| self.read_handle_once(ino, fh, offset, size, out));
+        let r = self.retry_after_refresh(|| self.read_handle_once(ctx, ino, fh, offset, size, out));
         let answered = r.as_ref().map_or(0, |a| a.bytes(out).len());
         self.stats.on_read(size, answered);
         r
@@ -748,6 +750,7 @@ impl H5Fs {
 
     fn read_handle_once(
         &self,
+        ctx: ReadCtx,
         ino: u64,
         fh: u64,
         offset: u64,
@@ -763,14 +766,14 @@ impl H5Fs {
                 }
                 if let Some(stream) = &h.stream {
                     self.prefetch
-                        .on_read_stream(stream, &h.ds, offset, u64::from(size));
+                        .on_read_stream(ctx, stream, &h.ds, offset, u64::from(size));
                 }
-                return read::read_answer(&h.ds, offset, size, out)
+                return read::read_answer(ctx, &h.ds, offset, size, out)
                     .map_err(|e| FsError::model(&h.path, e));
             }
         }
         if views::is_sidecar(ino) {
-            *out = self.sidecar_read(ino, offset, size)?;
+            *out = self.sidecar_read(ctx, ino, offset, size)?;
             return Ok(read::Answer::Buffer);
         }
         let node = self.node(ino)?;
@@ -793,11 +796,12 @@ impl H5Fs {
                 let ds = self.dataset_of(&node, id)?;
                 if self.has_primary_view(&node, &ds) {
                     // A view (byte order, text) replaces the raw bytes.
-                    *out = self.read_dataset(&node, &ds, offset, size)?;
+                    *out = self.read_dataset(ctx, &node, &ds, offset, size)?;
                     return Ok(read::Answer::Buffer);
                 }
-                self.prefetch.on_read(fh, &ds, offset, u64::from(size));
-                read::read_answer(&ds, offset, size, out).map_err(|e| FsError::model(&node.path, e))
+                self.prefetch.on_read(ctx, fh, &ds, offset, u64::from(size));
+                read::read_answer(ctx, &ds, offset, size, out)
+                    .map_err(|e| FsError::model(&node.path, e))
             }
             ObjectKind::NamedDatatype | ObjectKind::Unknown => {
                 out.clear();

@@ -37,7 +37,7 @@
 //! is; on a source that takes one range per GET (S3), the index nodes of 16 MiB of small
 //! chunks are fetched with the data between them.
 //!
-//! A worker "reads" a piece through [`Dataset::read_at`] under [`crate::layout::fetch_only`]:
+//! A worker "reads" a piece through [`Dataset::read_in`] as a prefetch ([`ReadCtx::PREFETCH`]):
 //! this decodes the piece's chunks into the shared [`crate::cache::ChunkCache`] without copying
 //! them anywhere (the worker's buffer is never written, so its pages are never touched), whose
 //! single-flight makes a reader that catches up wait for the decode in flight rather than run
@@ -69,6 +69,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use crate::io::ReadCtx;
 use crate::model::Dataset;
 use crate::sync::lock;
 
@@ -83,7 +84,7 @@ pub const MIN_PIECE: u64 = 256 << 10;
 /// Most read-ahead per stream, whatever the cache size.
 pub const MAX_WINDOW: u64 = 64 << 20;
 /// Bytes of a worker's read buffer (pieces are read through it in slices). It is allocated
-/// zeroed and never written (see [`crate::layout::fetch_only`]), so it costs no memory.
+/// zeroed and never written (see [`ReadCtx::prefetch`]), so it costs no memory.
 const SINK_BYTES: usize = 1 << 20;
 /// Smallest piece on a remote source, where each worker's job sends its own request for its
 /// piece's bytes: larger pieces keep those requests few and long.
@@ -411,13 +412,14 @@ impl Prefetcher {
     /// any read-ahead it calls for.
     pub fn on_read_stream(
         &self,
+        ctx: ReadCtx,
         stream: &Mutex<Stream>,
         ds: &Arc<Dataset>,
         offset: u64,
         size: u64,
     ) {
         let pieces = lock(stream).on_read(offset, size);
-        self.workers.queue(ds, pieces, offset, size);
+        self.workers.queue(ctx, ds, pieces, offset, size);
     }
 
     /// Forget handle `fh`.
@@ -437,14 +439,14 @@ impl Prefetcher {
         }
     }
 
-    /// Note a read of `size` bytes at `offset` through handle `fh` of `ds`, queueing any
-    /// read-ahead it calls for.
-    pub fn on_read(&self, fh: u64, ds: &Arc<Dataset>, offset: u64, size: u64) {
+    /// Note a read of `size` bytes at `offset` through handle `fh` of `ds`, made for `ctx`,
+    /// queueing any read-ahead it calls for.
+    pub fn on_read(&self, ctx: ReadCtx, fh: u64, ds: &Arc<Dataset>, offset: u64, size: u64) {
         let pieces = match lock(&self.streams).get_mut(&fh) {
             Some(s) => s.on_read(offset, size),
             None => return,
         };
-        self.workers.queue(ds, pieces, offset, size);
+        self.workers.queue(ctx, ds, pieces, offset, size);
     }
 }
 
@@ -482,20 +484,20 @@ impl Workers {
     /// the read-ahead are named first, so that they go out at once as few merged requests,
     /// before any worker asks for its piece's own (and not only when a busy worker gets to
     /// a read-ahead piece).
-    fn queue(&self, ds: &Arc<Dataset>, pieces: Queued, offset: u64, size: u64) {
+    fn queue(&self, ctx: ReadCtx, ds: &Arc<Dataset>, pieces: Queued, offset: u64, size: u64) {
         let Queued { own, ahead, index } = pieces;
         if ds.is_remote() {
             // Errors are the reader's to report when it reads. The read's own chunks first;
             // then the index ahead, with the nodes the read-ahead's lookups below need, so
             // that those go out together.
             if !own.is_empty() {
-                let _ = ds.hint(offset, size, true);
+                let _ = ds.hint(offset, size, Some(ctx));
             }
             if let Some((a, b)) = index {
                 let _ = ds.prepare_index(a, b - a);
             }
             if let (Some(&(a, _)), Some(&(b, n))) = (ahead.first(), ahead.last()) {
-                let _ = ds.hint(a, (b + n).saturating_sub(a), false);
+                let _ = ds.hint(a, (b + n).saturating_sub(a), None);
             }
         }
         let order = own
@@ -525,7 +527,7 @@ impl Workers {
                     while done < n {
                         let k = (n - done).min(SINK_BYTES as u64) as usize;
                         // Errors are the reader's to report when it gets there.
-                        match crate::layout::fetch_only(|| ds.read_at(off + done, &mut s[..k])) {
+                        match ds.read_in(ReadCtx::PREFETCH, off + done, &mut s[..k]) {
                             Ok(got) if got > 0 => done += got as u64,
                             _ => break,
                         }

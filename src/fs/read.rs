@@ -9,6 +9,7 @@ use std::ops::Range;
 
 use crate::cache::ChunkBytes;
 use crate::error::{Error, Result};
+use crate::io::ReadCtx;
 use crate::model::Dataset;
 
 /// Upper bound on one answer, whatever the kernel asks: four times the usual maximum
@@ -16,15 +17,24 @@ use crate::model::Dataset;
 /// allocate more than this.
 pub const MAX_READ: u64 = 4 << 20;
 
-/// Bytes `offset..offset + size` of the dataset's image (fewer at the end, none past it).
-pub fn read(ds: &Dataset, offset: u64, size: u32) -> Result<Vec<u8>> {
-    read_image(ds.len(), offset, size, |off, buf| ds.read_at(off, buf))
+/// Bytes `offset..offset + size` of the dataset's image (fewer at the end, none past it),
+/// read for `ctx`.
+pub fn read(ctx: ReadCtx, ds: &Dataset, offset: u64, size: u32) -> Result<Vec<u8>> {
+    read_image(ds.len(), offset, size, |off, buf| ds.read_in(ctx, off, buf))
 }
 
 /// [`read`] into `out`, which is resized to the answer. Growing `out` zeroes only the new
 /// bytes, so a buffer reused across requests is neither reallocated nor cleared.
-pub fn read_into(ds: &Dataset, offset: u64, size: u32, out: &mut Vec<u8>) -> Result<()> {
-    read_image_into(ds.len(), offset, size, out, |off, buf| ds.read_at(off, buf))
+pub fn read_into(
+    ctx: ReadCtx,
+    ds: &Dataset,
+    offset: u64,
+    size: u32,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    read_image_into(ds.len(), offset, size, out, |off, buf| {
+        ds.read_in(ctx, off, buf)
+    })
 }
 
 /// Where the answer to a read is.
@@ -50,16 +60,22 @@ impl Answer {
 
 /// [`read_into`], answered from a cached chunk instead when the bytes are one contiguous run
 /// of one chunk; `out` is then left as it was.
-pub fn read_answer(ds: &Dataset, offset: u64, size: u32, out: &mut Vec<u8>) -> Result<Answer> {
+pub fn read_answer(
+    ctx: ReadCtx,
+    ds: &Dataset,
+    offset: u64,
+    size: u32,
+    out: &mut Vec<u8>,
+) -> Result<Answer> {
     let want = clip(ds.len(), offset, size);
     if want > 0 {
-        if let Some((data, start)) = ds.read_shared(offset, want)? {
+        if let Some((data, start)) = ds.read_shared(ctx, offset, want)? {
             // `want` <= MAX_READ and `read_shared` checked `start + want` against the chunk.
             let end = start + want as usize;
             return Ok(Answer::Shared(data, start..end));
         }
     }
-    read_into(ds, offset, size, out)?;
+    read_into(ctx, ds, offset, size, out)?;
     Ok(Answer::Buffer)
 }
 

@@ -164,7 +164,7 @@ impl Watcher {
             };
         }
         if let Some(source) = fs.main_file().map(|f| f.storage().source().clone()) {
-            if let Some(now) = source.current_identity() {
+            if let Some(now) = source.remote().map(|r| r.current_identity()) {
                 let now = match now {
                     Ok(n) => n,
                     Err(e) => return Outcome::Kept(e.to_string()),
@@ -534,7 +534,7 @@ impl H5Fs {
         let mut out = Vec::new();
         // A remote object is replaced whole (a new ETag): any byte may differ, not only
         // what an append adds, so the kernel drops every page it holds of the file.
-        let replaced = new.storage().source().requests().is_some();
+        let replaced = new.storage().source().remote().is_some();
         for (node, was) in &before.nodes {
             if replaced && was.kind == FileKind::RegularFile && node.file == old.idx() {
                 out.push(Invalidation::Inode {
@@ -642,7 +642,12 @@ fn probe(node: &Node, ds: &Dataset, old_len: u64) -> Result<(), String> {
     for end in [ds.len(), old_len.min(ds.len())] {
         let start = end.saturating_sub(u64::from(PROBE));
         // `end - start` is at most PROBE.
-        match read::read(ds, start, (end - start) as u32) {
+        match read::read(
+            crate::io::ReadCtx::default(),
+            ds,
+            start,
+            (end - start) as u32,
+        ) {
             Err(e) if e.errno_class() == ErrorClass::Io => {
                 return Err(format!("{}: {e}", node.path))
             }

@@ -368,7 +368,7 @@ fn name(step: &Step, named: &mut Named, decoder: Option<&Workers>) -> usize {
             for &(ds, from, to) in &todo {
                 // Errors are the reader's to report when it reads.
                 s.spawn(move || {
-                    let _ = ds.hint(from, to - from, false);
+                    let _ = ds.hint(from, to - from, None);
                 });
             }
         });

@@ -27,6 +27,7 @@ use super::dir::{self, DirEntry};
 use super::error::{FsError, FsResult};
 use super::inode::{self, Node, NodeKind};
 use super::{read, H5Fs};
+use crate::io::ReadCtx;
 use crate::model::{Dataset, ObjectId, ObjectKind};
 use crate::views::{ByteOrderMode, View, ViewKind, ViewOptions, ViewSet};
 
@@ -226,14 +227,15 @@ impl H5Fs {
 
     pub(super) fn read_dataset(
         &self,
+        ctx: ReadCtx,
         node: &Node,
         ds: &Arc<Dataset>,
         offset: u64,
         size: u32,
     ) -> FsResult<Vec<u8>> {
         match self.primary(node, ds) {
-            Some(set) => read_view(&node.path, set.primary.as_ref(), offset, size),
-            None => read::read(ds, offset, size).map_err(|e| FsError::model(&node.path, e)),
+            Some(set) => read_view(ctx, &node.path, set.primary.as_ref(), offset, size),
+            None => read::read(ctx, ds, offset, size).map_err(|e| FsError::model(&node.path, e)),
         }
     }
 
@@ -277,9 +279,15 @@ impl H5Fs {
     }
 
     /// `read` of a sidecar.
-    pub(super) fn sidecar_read(&self, ino: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+    pub(super) fn sidecar_read(
+        &self,
+        ctx: ReadCtx,
+        ino: u64,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Vec<u8>> {
         let (sc, _, set) = self.sidecar_target(ino)?;
-        read_view(&sc.path, find_sidecar(&set, sc.kind), offset, size)
+        read_view(ctx, &sc.path, find_sidecar(&set, sc.kind), offset, size)
     }
 
     /// The sidecar of kind `kind` of the dataset `child`, if it has one; the
@@ -379,11 +387,17 @@ fn view_len(path: &str, view: Option<&View>) -> FsResult<u64> {
     view.len().map_err(|e| FsError::model(path, e))
 }
 
-/// Bytes `offset..offset + size` of `view`.
-fn read_view(path: &str, view: Option<&View>, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+/// Bytes `offset..offset + size` of `view`, read for `ctx`.
+fn read_view(
+    ctx: ReadCtx,
+    path: &str,
+    view: Option<&View>,
+    offset: u64,
+    size: u32,
+) -> FsResult<Vec<u8>> {
     let view = view.ok_or(FsError::Errno(libc::ENOENT))?;
     let len = view.len().map_err(|e| FsError::model(path, e))?;
-    read::read_image(len, offset, size, |off, buf| view.read_at(off, buf))
+    read::read_image(len, offset, size, |off, buf| view.read_in(ctx, off, buf))
         .map_err(|e| FsError::model(path, e))
 }
 

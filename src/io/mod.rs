@@ -24,7 +24,10 @@ pub mod source;
 pub mod storage;
 
 pub use cursor::{Cursor, Sizes, UNDEFINED_ADDR};
-pub use source::{ByteSource, DataHint, LocalFile, Memory, Opener, OriginEntry, RequestCounts};
+pub use source::{
+    ByteSource, DataHint, LocalFile, Memory, Opener, OriginEntry, ReadCtx, RemoteSource,
+    RequestCounts,
+};
 pub use storage::Storage;
 
 use crate::error::{Error, Result};

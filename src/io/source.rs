@@ -1,13 +1,18 @@
 //! Byte sources: where the bytes of a file come from.
 //!
 //! Everything above `io` reads through [`Storage`](super::Storage), and `Storage` reads
-//! through one [`ByteSource`]: a length, positioned reads, a list of ranges at once, an
-//! identity that changes when the bytes may have (what a refresh compares), and a name for
-//! messages. Two sources live here: [`LocalFile`], positioned reads of a file on disk (never
-//! mapped: a file truncated while mounted must give an error, not SIGBUS), and [`Memory`], a
-//! buffer (unit tests and fuzzing, with no file per input). A remote source (HTTP ranges, an
-//! object store) implements the same trait and may answer [`ByteSource::read_ranges`] with
-//! fewer, merged requests.
+//! through one [`ByteSource`]: a length, positioned reads, an identity that changes when the
+//! bytes may have, and a name for messages. Two sources live here: [`LocalFile`], positioned
+//! reads of a file on disk (never mapped: a file truncated while mounted must give an error,
+//! not SIGBUS), and [`Memory`], a buffer (unit tests and fuzzing, with no file per input). A
+//! remote source (HTTP ranges, an object store) implements the same trait plus
+//! [`RemoteSource`], which the layers above reach through [`ByteSource::remote`]: where every
+//! read costs a request, they say what they will read (merged into few requests) and what
+//! a reader reads now (followed with readahead), and a refresh asks the bytes' identity
+//! afresh.
+//!
+//! Who a read is for travels with it as a [`ReadCtx`], passed down explicitly from the
+//! filesystem layer.
 
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -24,59 +29,37 @@ pub struct DataHint {
     pub extent: Option<(u64, u64)>,
 }
 
-thread_local! {
-    /// Set while this thread reads on behalf of another reader ([`in_background`]).
-    static BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// Who a read is made for, passed down with it from the layer that knows (the filesystem
+/// layer knows which thread asked, and whether a read is a prefetch worker's) to the
+/// source, which a remote source uses for readahead.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCtx {
+    /// The reader: the thread that made the request (for a single-threaded program such as
+    /// `cat`, its process); 0 when not known. A remote source follows a reader from one
+    /// dataset into the next in file order only when the same reader reads both: two
+    /// programs, or two threads of one, that read neighbouring datasets at the same time
+    /// are not one reader going through the file.
+    pub reader: u32,
+    /// Background work on behalf of readers (a prefetch worker decoding the chunks a reader
+    /// will ask for next): such reads only bring chunks into the cache, and a remote source
+    /// does not take them for a reader's progress through the file.
+    pub prefetch: bool,
 }
 
-/// Run `f` with this thread's data reads marked as background work (a prefetch worker
-/// decoding chunks that a reader asked for): a remote source does not take them for a
-/// reader's progress through the file, whose readahead follows the reader's own reads and
-/// [`ByteSource::note_data`].
-pub fn in_background<R>(f: impl FnOnce() -> R) -> R {
-    with_set(&BACKGROUND, true, f)
-}
+impl ReadCtx {
+    /// A prefetch worker's reads.
+    pub const PREFETCH: ReadCtx = ReadCtx {
+        reader: 0,
+        prefetch: true,
+    };
 
-/// Run `f` with this thread's `key` set to `value`, and back to what it was after (also
-/// when `f` panics).
-fn with_set<T: Copy + 'static, R>(
-    key: &'static std::thread::LocalKey<std::cell::Cell<T>>,
-    value: T,
-    f: impl FnOnce() -> R,
-) -> R {
-    struct Reset<T: Copy + 'static>(&'static std::thread::LocalKey<std::cell::Cell<T>>, T);
-    impl<T: Copy + 'static> Drop for Reset<T> {
-        fn drop(&mut self) {
-            self.0.with(|c| c.set(self.1));
+    /// The reads of reader `reader` (a thread id; 0: not known).
+    pub fn reader(reader: u32) -> ReadCtx {
+        ReadCtx {
+            reader,
+            prefetch: false,
         }
     }
-    let _reset = Reset(key, key.with(|c| c.replace(value)));
-    f()
-}
-
-/// True inside [`in_background`].
-pub fn is_background() -> bool {
-    BACKGROUND.with(|c| c.get())
-}
-
-thread_local! {
-    /// The reader this thread reads for ([`as_reader`]; 0: not known).
-    static READER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Run `f` with this thread's reads made on behalf of reader `pid` (the filesystem layer
-/// knows who asked: the kernel names the thread that made the request, which for a
-/// single-threaded program such as `cat` is its process). A remote source follows a reader
-/// from one dataset into the next in file order only when the same reader reads both: two
-/// programs, or two threads of one, that read neighbouring datasets at the same time are
-/// not one reader going through the file.
-pub fn as_reader<R>(pid: u32, f: impl FnOnce() -> R) -> R {
-    with_set(&READER, pid, f)
-}
-
-/// The reader set by [`as_reader`] around this thread's reads; 0 outside it.
-pub fn reader() -> u32 {
-    READER.with(|c| c.get())
 }
 
 /// Where the bytes of a file come from (see the module docs).
@@ -93,76 +76,59 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// past it).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize>;
 
-    /// [`ByteSource::read_at`] for the bytes of a dataset rather than metadata: a remote
-    /// source follows sequential data reads with readahead and keeps their pages apart.
-    /// `hint` says which dataset the bytes belong to (see [`DataHint`]).
-    fn read_data_at(&self, offset: u64, buf: &mut [u8], hint: &DataHint) -> std::io::Result<usize> {
-        let _ = hint;
-        self.read_at(offset, buf)
-    }
-
-    /// Fill each buffer from its offset, in any order the source finds fastest (a remote
-    /// source merges near ranges into one request). A range past the end is an error.
-    fn read_ranges(&self, ranges: &mut [(u64, &mut [u8])]) -> std::io::Result<()> {
-        for (offset, buf) in ranges.iter_mut() {
-            read_exact_at(self, *offset, buf)?;
-        }
-        Ok(())
-    }
-
-    /// A hint that the ranges `(offset, length)` will be read soon: a remote source starts
-    /// fetching them in the background, merged into few requests; a local one ignores it.
-    fn prefetch(&self, ranges: &[(u64, u64)]) {
-        let _ = ranges;
-    }
-
-    /// A note that a reader is reading the data bytes `offset..end` now (as one read, though
-    /// they are fetched in pieces, some by helper threads): a remote source follows such
-    /// reads with readahead as it follows [`ByteSource::read_data_at`].
-    fn note_data(&self, offset: u64, end: u64, hint: &DataHint) {
-        let _ = (offset, end, hint);
-    }
-
-    /// The file's own page size (a file written with paged aggregation keeps its metadata in
-    /// pages of this size): a remote source fetches metadata a whole page at a time.
-    fn page_size_hint(&self, bytes: u64) {
-        let _ = bytes;
-    }
-
-    /// Learn, in the background of a mount just ready, what the source would otherwise
-    /// learn on its readers' first requests, one round trip each: a remote HTTP source
-    /// finds out whether its server answers a GET of several ranges with the parts asked
-    /// for, which until then go one at a time. Nothing for others, nor for an object its
-    /// first GET holds whole.
-    fn warm_up(&self) {}
-
-    /// True when every read costs a request (a remote source): the layers above then work
-    /// out and send [`ByteSource::prefetch`] hints, which cost them some lookups.
-    fn wants_hints(&self) -> bool {
-        false
-    }
-
-    /// The identity the bytes have now, asked afresh (a remote source sends a HEAD); `None`
-    /// when the source has no way to tell (its identity never changes).
-    fn current_identity(&self) -> Option<std::io::Result<String>> {
-        None
-    }
-
     /// What identifies this state of the bytes (an ETag, or device, inode, size and times).
     fn identity(&self) -> String;
 
     /// A name for messages (a path or a URL, without credentials).
     fn name(&self) -> String;
 
-    /// The local path, for a source that is a file on disk.
-    fn local_path(&self) -> Option<&Path> {
+    /// What a source where every read costs a request can do besides: `None` for a local
+    /// file or memory.
+    fn remote(&self) -> Option<&dyn RemoteSource> {
         None
     }
+}
 
-    /// Request counters, for a source that sends requests (a remote one).
-    fn requests(&self) -> Option<RequestCounts> {
-        None
-    }
+/// The capability of a [`ByteSource`] whose every read costs a request (a remote object):
+/// the layers above tell it what they will read and what they read now, so that it merges
+/// requests and reads ahead; it can ask afresh for the bytes' identity, and counts its
+/// requests.
+pub trait RemoteSource: Send + Sync {
+    /// [`ByteSource::read_at`] for the bytes of a dataset rather than metadata: followed
+    /// with readahead and cached apart from metadata. `hint` says which dataset the bytes
+    /// belong to (see [`DataHint`]), `ctx` for whom they are read.
+    fn read_data_at(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        hint: &DataHint,
+        ctx: ReadCtx,
+    ) -> std::io::Result<usize>;
+
+    /// A note that a reader is reading the data bytes `offset..end` now (as one read, though
+    /// they are fetched in pieces, some by helper threads): followed with readahead as
+    /// [`RemoteSource::read_data_at`] is.
+    fn note_data(&self, offset: u64, end: u64, hint: &DataHint, ctx: ReadCtx);
+
+    /// A hint that the ranges `(offset, length)` will be read soon: they are fetched in the
+    /// background, merged into few requests.
+    fn prefetch(&self, ranges: &[(u64, u64)]);
+
+    /// The file's own page size (a file written with paged aggregation keeps its metadata in
+    /// pages of this size): metadata is then fetched a whole page at a time.
+    fn page_size_hint(&self, bytes: u64);
+
+    /// Learn, in the background of a mount just ready, what the source would otherwise
+    /// learn on its readers' first requests, one round trip each: an HTTP source finds out
+    /// whether its server answers a GET of several ranges with the parts asked for, which
+    /// until then go one at a time. Nothing for an object its first GET holds whole.
+    fn warm_up(&self);
+
+    /// The identity the bytes have now, asked afresh (a HEAD).
+    fn current_identity(&self) -> std::io::Result<String>;
+
+    /// What this source has asked its server.
+    fn requests(&self) -> RequestCounts;
 }
 
 /// Where the files of a mount come from when they are not local files: the objects of one
@@ -323,10 +289,6 @@ impl ByteSource for LocalFile {
     fn name(&self) -> String {
         self.path.display().to_string()
     }
-
-    fn local_path(&self) -> Option<&Path> {
-        Some(&self.path)
-    }
 }
 
 /// Bytes in memory.
@@ -388,8 +350,8 @@ mod tests {
             assert_eq!(s.len(), 5000);
             let mut a = [0u8; 10];
             let mut b = [0u8; 3];
-            s.read_ranges(&mut [(4990, &mut a[..]), (7, &mut b[..])])
-                .unwrap();
+            read_exact_at(&*s, 4990, &mut a).unwrap();
+            read_exact_at(&*s, 7, &mut b).unwrap();
             assert_eq!(&a[..], &bytes[4990..]);
             assert_eq!(&b[..], &bytes[7..10]);
             let mut c = [0u8; 4];

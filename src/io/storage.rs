@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::source::{ByteSource, DataHint, LocalFile};
+use super::source::{ByteSource, DataHint, LocalFile, ReadCtx};
 use crate::error::{Error, Result};
 
 pub use super::source::open_data_file;
@@ -19,6 +19,8 @@ pub struct Storage {
     base: u64,
     /// What data reads through this handle belong to (see [`Storage::for_dataset`]).
     hint: DataHint,
+    /// For whom data reads through this handle are made (see [`Storage::for_read`]).
+    ctx: ReadCtx,
 }
 
 impl Storage {
@@ -33,6 +35,7 @@ impl Storage {
             inner: source,
             base: 0,
             hint: DataHint::default(),
+            ctx: ReadCtx::default(),
         }
     }
 
@@ -47,6 +50,7 @@ impl Storage {
             inner: self.inner.clone(),
             base,
             hint: self.hint,
+            ctx: self.ctx,
         }
     }
 
@@ -62,7 +66,24 @@ impl Storage {
             inner: self.inner.clone(),
             base: self.base,
             hint: DataHint { object, extent },
+            ctx: self.ctx,
         }
+    }
+
+    /// The same file and dataset, for one read made for `ctx` (see [`ReadCtx`]): what its
+    /// data reads and notes tell a remote source.
+    pub fn for_read(&self, ctx: ReadCtx) -> Storage {
+        Storage {
+            inner: self.inner.clone(),
+            base: self.base,
+            hint: self.hint,
+            ctx,
+        }
+    }
+
+    /// For whom reads through this handle are made.
+    pub fn ctx(&self) -> ReadCtx {
+        self.ctx
     }
 
     /// The base address added to every relative address.
@@ -83,33 +104,43 @@ impl Storage {
         }
     }
 
-    /// Whether the source wants [`Storage::prefetch`] hints (see
-    /// [`ByteSource::wants_hints`]).
+    /// Whether every read costs a request (a remote source): the layers above then work
+    /// out and send [`Storage::prefetch`] hints, which cost them some lookups.
     pub fn wants_hints(&self) -> bool {
-        self.inner.wants_hints()
+        self.inner.remote().is_some()
     }
 
-    /// See [`ByteSource::warm_up`].
+    /// See [`RemoteSource::warm_up`](super::RemoteSource::warm_up); nothing for a local
+    /// source.
     pub fn warm_up(&self) {
-        self.inner.warm_up();
+        if let Some(r) = self.inner.remote() {
+            r.warm_up();
+        }
     }
 
-    /// Hint that the ranges `(relative address, length)` will be read soon.
+    /// Hint that the ranges `(relative address, length)` will be read soon (nothing for a
+    /// local source).
     pub fn prefetch(&self, ranges: &[(u64, u64)]) {
+        let Some(r) = self.inner.remote() else {
+            return;
+        };
         let abs: Vec<(u64, u64)> = ranges
             .iter()
             .filter_map(|&(a, n)| Some((self.base.checked_add(a)?, n)))
             .collect();
         if !abs.is_empty() {
-            self.inner.prefetch(&abs);
+            r.prefetch(&abs);
         }
     }
 
     /// Note that a reader reads the data at relative addresses `addr..end` now (see
-    /// [`ByteSource::note_data`]).
+    /// [`RemoteSource::note_data`](super::RemoteSource::note_data)).
     pub fn note_data(&self, addr: u64, end: u64) {
+        let Some(r) = self.inner.remote() else {
+            return;
+        };
         if let (Some(a), Some(e)) = (self.base.checked_add(addr), self.base.checked_add(end)) {
-            self.inner.note_data(a, e, &self.hint);
+            r.note_data(a, e, &self.hint, self.ctx);
         }
     }
 
@@ -138,10 +169,9 @@ impl Storage {
         let mut done = 0usize;
         while done < buf.len() {
             let at = abs + done as u64;
-            let got = if data {
-                self.inner.read_data_at(at, &mut buf[done..], &self.hint)
-            } else {
-                self.inner.read_at(at, &mut buf[done..])
+            let got = match self.inner.remote() {
+                Some(r) if data => r.read_data_at(at, &mut buf[done..], &self.hint, self.ctx),
+                _ => self.inner.read_at(at, &mut buf[done..]),
             };
             match got {
                 Ok(0) => {

@@ -31,7 +31,7 @@ use crate::filters::Pipeline;
 use crate::format::messages::layout::{
     ChunkIndexSpec, ChunkedLayout, DONT_FILTER_PARTIAL_EDGE_CHUNKS,
 };
-use crate::io::{Storage, UNDEFINED_ADDR};
+use crate::io::{ReadCtx, Storage, UNDEFINED_ADDR};
 
 use super::chunk_index::{self, ChunkIndex, ChunkRecord, IndexParams};
 use super::{fill_pattern, LayoutParams};
@@ -354,7 +354,7 @@ impl Chunked {
     /// evicted chunk of the same size when one is free, else a fresh one. While it decodes,
     /// the load holds a cache reservation for the result and, for a filtered chunk, its
     /// stored bytes and one intermediate stage.
-    fn load(&self, mcoords: &[u64]) -> Result<Option<ChunkBytes>> {
+    fn load(&self, st: &Storage, mcoords: &[u64]) -> Result<Option<ChunkBytes>> {
         let Some((rec, raw)) = self.locate(mcoords)? else {
             return Ok(None);
         };
@@ -389,10 +389,10 @@ impl Chunked {
             return Err(Error::corrupt("chunk", rec.addr, "chunk buffer is shared"));
         };
         if raw {
-            self.storage.read_data(rec.addr, out, "chunk")?;
+            st.read_data(rec.addr, out, "chunk")?;
         } else {
             self.pipeline
-                .decode_from(&self.storage, rec.addr, rec.size, rec.filter_mask, out)?;
+                .decode_from(st, rec.addr, rec.size, rec.filter_mask, out)?;
         }
         drop(room);
         Ok(Some(shared))
@@ -430,15 +430,16 @@ impl Chunked {
     /// Tell a remote source which stored chunks image bytes `offset..end` need (see
     /// [`Chunked::hint_chunks`]), before anyone reads them: the prefetch workers that decode
     /// some of a read's chunks then wait for the read's merged requests instead of sending
-    /// their own. `read`: a reader reads these bytes now; their chunks are noted as its
-    /// reads (the workers' reads are not the reader's progress). The caller has clipped the
-    /// range.
-    pub(crate) fn hint(&self, offset: u64, end: u64, read: bool) -> Result<()> {
+    /// their own. `read`: the reader who reads these bytes now; their chunks are noted as
+    /// its reads (the workers' reads are not the reader's progress). The caller has clipped
+    /// the range.
+    pub(crate) fn hint(&self, offset: u64, end: u64, read: Option<ReadCtx>) -> Result<()> {
         if !self.storage.wants_hints() || end <= offset {
             return Ok(());
         }
         let (_, spans) = self.regions(offset, end);
-        self.hint_chunks(&spans, self.direct(), true, read)
+        let st = self.storage.for_read(read.unwrap_or(ReadCtx::PREFETCH));
+        self.hint_chunks(&st, &spans, self.direct(), true, read.is_some())
     }
 
     /// Name to a remote source the chunk index nodes that lookups of the chunks of image bytes
@@ -473,7 +474,9 @@ impl Chunked {
     }
 
     /// Fill `buf` with the image bytes from `offset`; the caller has clipped the range.
-    pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+    /// Fill `buf` with image bytes from `offset` for `ctx` (a prefetch worker's read only
+    /// brings the chunks into the cache); the caller has clipped the range.
+    pub(crate) fn read(&self, ctx: ReadCtx, offset: u64, buf: &mut [u8]) -> Result<()> {
         let g = &self.geom;
         let m = g.dims.len();
         let end = offset + buf.len() as u64;
@@ -486,9 +489,10 @@ impl Chunked {
         };
         let direct = self.direct();
         // A prefetch worker only wants the chunks in the cache.
-        let fetch_only = super::is_fetch_only();
-        if self.storage.wants_hints() {
-            self.hint_chunks(&spans, direct, fetch_only, false)?;
+        let fetch_only = ctx.prefetch;
+        let st = self.storage.for_read(ctx);
+        if st.wants_hints() {
+            self.hint_chunks(&st, &spans, direct, fetch_only, false)?;
         }
         if fetch_only && direct {
             // Nothing to decode: a remote source fetches the chunks' bytes (just hinted).
@@ -509,11 +513,11 @@ impl Chunked {
                     let held;
                     let src = if direct {
                         match self.locate(&cc)? {
-                            Some((rec, _)) => Source::File(rec.addr),
+                            Some((rec, _)) => Source::File(&st, rec.addr),
                             None => Source::Fill,
                         }
                     } else {
-                        held = self.fetch(&cc)?;
+                        held = self.fetch(&st, &cc)?;
                         if fetch_only {
                             if !advance(&mut cc, lo, hi) {
                                 break;
@@ -543,7 +547,15 @@ impl Chunked {
     /// only; a worker's read, or a hint ahead of the read, names all).
     /// `note`: also note every chunk of the boxes, cached or not, to the source as the
     /// reader's progress (chunk by chunk, in file order, as the reader would read them).
-    fn hint_chunks(&self, spans: &[ChunkBox], direct: bool, all: bool, note: bool) -> Result<()> {
+    /// `st` is the storage handle of the read (for whom).
+    fn hint_chunks(
+        &self,
+        st: &Storage,
+        spans: &[ChunkBox],
+        direct: bool,
+        all: bool,
+        note: bool,
+    ) -> Result<()> {
         // The index nodes the lookups below read, named together first: one round trip per
         // level of the index, not one per node.
         self.prepare_spans(spans)?;
@@ -578,12 +590,12 @@ impl Chunked {
         if ranges.len() > 1 || (!ranges.is_empty() && all) {
             ranges.sort_unstable();
             ranges.dedup();
-            self.storage.prefetch(&ranges);
+            st.prefetch(&ranges);
         }
         noted.sort_unstable();
         noted.dedup();
         for (a, n) in noted {
-            self.storage.note_data(a, a.saturating_add(n));
+            st.note_data(a, a.saturating_add(n));
         }
         Ok(())
     }
@@ -593,7 +605,12 @@ impl Chunked {
     /// `None` (nothing fetched) when the range crosses a chunk or a row boundary of its
     /// chunk, when the dataset's unfiltered chunks are read from the file directly, or when
     /// the chunk was never written. The caller has clipped the range to the image.
-    pub(crate) fn shared_run(&self, offset: u64, len: u64) -> Result<Option<(ChunkBytes, usize)>> {
+    pub(crate) fn shared_run(
+        &self,
+        ctx: ReadCtx,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<(ChunkBytes, usize)>> {
         let g = &self.geom;
         let m = g.dims.len();
         if len == 0 || self.direct() {
@@ -622,7 +639,7 @@ impl Chunked {
         if chk1 - chk0 != e1 - e0 {
             return Ok(None);
         }
-        let Some(data) = self.fetch(&cc)? else {
+        let Some(data) = self.fetch(&self.storage.for_read(ctx), &cc)? else {
             return Ok(None);
         };
         let start = chk0 * self.es + (offset - e0 * self.es);
@@ -638,9 +655,9 @@ impl Chunked {
 
     /// The decoded chunk at merged chunk coordinates `cc`, through the cache; `None` when the
     /// chunk was never written.
-    fn fetch(&self, cc: &[u64]) -> Result<Option<ChunkBytes>> {
+    fn fetch(&self, st: &Storage, cc: &[u64]) -> Result<Option<ChunkBytes>> {
         self.cache
-            .get_or_try_load_shared(self.cache_key(cc), || self.load(cc))
+            .get_or_try_load_shared(self.cache_key(cc), || self.load(st, cc))
     }
 
     /// The chunk cache's key of the chunk at merged chunk coordinates `cc`.
@@ -690,10 +707,10 @@ impl Chunked {
                 let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
                 match chunk {
                     Source::Fill => fill_pattern(dst, lo, self.fill.as_deref()),
-                    Source::File(addr) => {
+                    Source::File(st, addr) => {
                         // `locate` checked that the whole chunk lies inside the file.
                         let from = chk * es + (lo - img_lo);
-                        self.storage.read_data(addr + from, dst, "chunk")?;
+                        st.read_data(addr + from, dst, "chunk")?;
                     }
                     Source::Mem(data) => {
                         let from = chk * es + (lo - img_lo);
@@ -726,8 +743,8 @@ enum Source<'a> {
     Fill,
     /// Decoded, from the cache.
     Mem(&'a [u8]),
-    /// Stored raw at this relative file address.
-    File(u64),
+    /// Stored raw at this relative file address, read through this handle.
+    File(&'a Storage, u64),
 }
 
 /// An inclusive box of merged chunk coordinates: its lowest and highest corners.
@@ -990,7 +1007,7 @@ mod tests {
 
     /// A shared answer, when given, holds exactly the expected bytes.
     fn check_shared(f: &Fixture, off: u64, n: u64) -> bool {
-        match f.reader.read_shared(off, n).unwrap() {
+        match f.reader.read_shared(ReadCtx::default(), off, n).unwrap() {
             Some((data, s)) => {
                 let want = &f.expect[off as usize..(off + n) as usize];
                 assert_eq!(&data[s..s + n as usize], want, "shared bytes at {off}+{n}");
@@ -1043,7 +1060,9 @@ mod tests {
         let mut buf = [0u8; 32];
         let e = open(4 << 20).read_at(0, &mut buf).unwrap_err();
         assert!(e.to_string().contains("exceeds"), "{e}");
-        assert!(open(4 << 20).read_shared(0, 16).is_err());
+        assert!(open(4 << 20)
+            .read_shared(ReadCtx::default(), 0, 16)
+            .is_err());
         // A cache that large allows it; the stored bytes then fail to inflate.
         let e = open(128 << 20).read_at(0, &mut buf).unwrap_err();
         assert!(!e.to_string().contains("exceeds"), "{e}");
@@ -1209,7 +1228,7 @@ mod tests {
         let spec = Spec::plain(&[300, 70], &[16, 9], 4);
         let f = fixture(spec, |_| true);
         let mut buf = vec![0xccu8; 20_000];
-        let n = crate::layout::fetch_only(|| f.reader.read_at(100, &mut buf)).unwrap();
+        let n = f.reader.read_in(ReadCtx::PREFETCH, 100, &mut buf).unwrap();
         assert_eq!(n, 20_000);
         assert!(buf.iter().all(|&b| b == 0xcc));
         let loaded = f.cache.stats().misses;

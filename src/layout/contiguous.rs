@@ -6,7 +6,7 @@
 //! states must cover the dataset; the block's end is checked against the file at read time.
 
 use crate::error::{Error, Result};
-use crate::io::{Storage, UNDEFINED_ADDR};
+use crate::io::{ReadCtx, Storage, UNDEFINED_ADDR};
 
 use super::{fill_pattern, LayoutParams};
 
@@ -57,8 +57,8 @@ impl Contiguous {
         })
     }
 
-    /// Fill `buf` from `offset`; the caller has clipped the range to the dataset.
-    pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+    /// Fill `buf` from `offset` for `ctx`; the caller has clipped the range to the dataset.
+    pub(crate) fn read(&self, ctx: ReadCtx, offset: u64, buf: &mut [u8]) -> Result<()> {
         match self.addr {
             None => {
                 fill_pattern(buf, offset, self.fill.as_deref());
@@ -66,7 +66,9 @@ impl Contiguous {
             }
             Some(a) => {
                 // Cannot overflow: offset + buf.len() <= len and a + len was checked in `new`.
-                self.storage.read_data(a + offset, buf, "contiguous data")
+                self.storage
+                    .for_read(ctx)
+                    .read_data(a + offset, buf, "contiguous data")
             }
         }
     }

@@ -27,7 +27,7 @@ use crate::cache::{ChunkBytes, ChunkCache};
 use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::FilterPipeline;
 use crate::format::messages::layout::{Layout, LayoutClass};
-use crate::io::{Sizes, Storage};
+use crate::io::{ReadCtx, Sizes, Storage};
 
 /// One segment of external storage, with its file name already resolved to a path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,8 +175,15 @@ impl DataReader {
     }
 
     /// Fill `buf` with the bytes at `offset`; returns the number of bytes written (short only
-    /// at the end of the data).
+    /// at the end of the data). For a reader not known ([`DataReader::read_in`]).
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_in(ReadCtx::default(), offset, buf)
+    }
+
+    /// [`DataReader::read_at`] for `ctx`: a reader's read, or a prefetch worker's, which
+    /// only brings the chunks of a chunked dataset into the chunk cache and leaves `buf` as
+    /// it is (it wants the decode, not the bytes); other layouts read as usual.
+    pub fn read_in(&self, ctx: ReadCtx, offset: u64, buf: &mut [u8]) -> Result<usize> {
         if offset >= self.len || buf.is_empty() {
             return Ok(0);
         }
@@ -185,24 +192,24 @@ impl DataReader {
         let buf = &mut buf[..n];
         match &self.kind {
             Kind::Compact(r) => r.read(offset, buf),
-            Kind::Contiguous(r) => r.read(offset, buf),
+            Kind::Contiguous(r) => r.read(ctx, offset, buf),
             Kind::External(r) => r.read(offset, buf),
-            Kind::Chunked(r) => r.read(offset, buf),
+            Kind::Chunked(r) => r.read(ctx, offset, buf),
         }?;
         Ok(n)
     }
 
     /// Name the stored bytes that image bytes `offset..offset + len` need to a source where
     /// every request costs a round trip, so that they are fetched together now (merged
-    /// requests, in the background). `read`: a reader reads these bytes now (rather than
-    /// ahead), which the source follows as the reader's progress. Chunked layouts name their
-    /// chunks; a contiguous one names its block for bytes read ahead (a read of it is one
-    /// range already).
-    pub fn hint(&self, offset: u64, len: u64, read: bool) -> Result<()> {
+    /// requests, in the background). `read`: the reader for whom these bytes are read now
+    /// (rather than ahead), which the source follows as the reader's progress. Chunked
+    /// layouts name their chunks; a contiguous one names its block for bytes read ahead (a
+    /// read of it is one range already).
+    pub fn hint(&self, offset: u64, len: u64, read: Option<ReadCtx>) -> Result<()> {
         let end = offset.saturating_add(len).min(self.len);
         match &self.kind {
             Kind::Chunked(r) if offset < end => r.hint(offset, end, read),
-            Kind::Contiguous(r) if offset < end && !read => {
+            Kind::Contiguous(r) if offset < end && read.is_none() => {
                 r.hint(offset, end);
                 Ok(())
             }
@@ -226,28 +233,20 @@ impl DataReader {
     /// contiguous run, and the run's start in it; `None` when the range is not such a run
     /// (other layouts, ranges crossing chunks or rows, chunks never written) or not wholly
     /// inside the image. A read can answer from it without copying.
-    pub fn read_shared(&self, offset: u64, len: u64) -> Result<Option<(ChunkBytes, usize)>> {
+    /// `ctx`: for whom, should the chunk have to be fetched.
+    pub fn read_shared(
+        &self,
+        ctx: ReadCtx,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<(ChunkBytes, usize)>> {
         match &self.kind {
             Kind::Chunked(r) if offset.checked_add(len).is_some_and(|e| e <= self.len) => {
-                r.shared_run(offset, len)
+                r.shared_run(ctx, offset, len)
             }
             _ => Ok(None),
         }
     }
-}
-
-/// Run `f` with reads of chunked datasets on this thread only bringing the chunks they touch
-/// into the chunk cache: the destination buffer is left as it is (for prefetch workers, which
-/// want the decode, not the bytes). Other layouts read as usual. The thread's reads are
-/// background work for a remote source too ([`crate::io::source::in_background`]): not a
-/// reader's progress through the file.
-pub fn fetch_only<R>(f: impl FnOnce() -> R) -> R {
-    crate::io::source::in_background(f)
-}
-
-/// True inside [`fetch_only`].
-pub(crate) fn is_fetch_only() -> bool {
-    crate::io::source::is_background()
 }
 
 /// Fill `buf`, which holds the image bytes starting at `image_offset`, with the fill value

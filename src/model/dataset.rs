@@ -15,6 +15,7 @@ use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
 use crate::format::messages::layout::{ChunkIndexSpec, Layout, LayoutClass};
 use crate::format::messages::{types, Message};
 use crate::format::object_header::{ObjectHeader, RawMessage};
+use crate::io::ReadCtx;
 use crate::layout::external::{ExternalFiles, RawOpener};
 use crate::layout::{DataReader, ExternalSegment, LayoutParams};
 
@@ -164,17 +165,23 @@ impl Dataset {
     /// The cached decoded chunk holding bytes `offset..offset + len` of the image as one
     /// contiguous run, and the run's start in it (see [`DataReader::read_shared`]); `None`
     /// when the bytes must be assembled by [`Dataset::read_at`].
-    pub fn read_shared(&self, offset: u64, len: u64) -> Result<Option<(ChunkBytes, usize)>> {
+    /// `ctx`: for whom, should the chunk have to be fetched.
+    pub fn read_shared(
+        &self,
+        ctx: ReadCtx,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<(ChunkBytes, usize)>> {
         match &self.reader {
-            ReaderState::Ready(r) => r.read_shared(offset, len),
+            ReaderState::Ready(r) => r.read_shared(ctx, offset, len),
             _ => Ok(None),
         }
     }
 
     /// Name the stored bytes that image bytes `offset..offset + len` need to a remote
-    /// source, which fetches them together in the background; `read`: a reader reads them
-    /// now, not ahead (see [`DataReader::hint`]).
-    pub fn hint(&self, offset: u64, len: u64, read: bool) -> Result<()> {
+    /// source, which fetches them together in the background; `read`: the reader who reads
+    /// them now, not ahead (see [`DataReader::hint`]).
+    pub fn hint(&self, offset: u64, len: u64, read: Option<ReadCtx>) -> Result<()> {
         match &self.reader {
             ReaderState::Ready(r) => r.hint(offset, len, read),
             _ => Ok(()),
@@ -201,11 +208,17 @@ impl Dataset {
     }
 
     /// Read bytes at `offset` of the byte image; returns the number of bytes written, short
-    /// only at the end.
+    /// only at the end. For a reader not known: see [`Dataset::read_in`].
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_in(ReadCtx::default(), offset, buf)
+    }
+
+    /// [`Dataset::read_at`] for `ctx`: a reader's read, or a prefetch worker's, which only
+    /// brings chunks into the chunk cache and leaves `buf` as it is.
+    pub fn read_in(&self, ctx: ReadCtx, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match &self.reader {
-            ReaderState::Ready(r) => r.read_at(offset, buf),
-            ReaderState::Virtual(v) => v.read_at(offset, buf),
+            ReaderState::Ready(r) => r.read_in(ctx, offset, buf),
+            ReaderState::Virtual(v) => v.read_in(ctx, offset, buf),
             ReaderState::Stored { why, .. } => Err(Error::unsupported("dataset", why)),
             ReaderState::Failed { class, message } => Err(match class {
                 ErrorClass::Unsupported => Error::unsupported("dataset", message),

@@ -245,7 +245,9 @@ impl File {
     ) -> Result<Arc<File>> {
         let (superblock, storage) = Superblock::locate(&raw)?;
         if let Some(page) = superblock.fs_page_size {
-            raw.source().page_size_hint(page);
+            if let Some(r) = raw.source().remote() {
+                r.page_size_hint(page);
+            }
         }
         let file = File {
             storage,

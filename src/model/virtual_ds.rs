@@ -48,6 +48,7 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::format::global_heap::GlobalHeapCollection;
 use crate::format::messages::datatype::Datatype;
 use crate::format::vds::{RegularDim, Selection, VdsBlock, VdsMapping, UNLIMITED};
+use crate::io::ReadCtx;
 
 mod boxes;
 mod convert;
@@ -640,8 +641,9 @@ impl VirtualReader {
     }
 
     /// Fill `buf` with the bytes at `offset`; returns the number written (short only at the
-    /// end).
-    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    /// end). `ctx`: for whom (a prefetch worker's read only brings the sources' chunks into
+    /// the cache).
+    pub fn read_in(&self, ctx: ReadCtx, offset: u64, buf: &mut [u8]) -> Result<usize> {
         if offset >= self.len || buf.is_empty() || self.esize == 0 {
             return Ok(0);
         }
@@ -651,17 +653,17 @@ impl VirtualReader {
         let e1 = end.div_ceil(self.esize);
         let skip = (offset - e0 * self.esize) as usize;
         if skip == 0 && end.is_multiple_of(self.esize) {
-            self.read_elements(e0, e1, &mut buf[..n])?;
+            self.read_elements(ctx, e0, e1, &mut buf[..n])?;
         } else {
             let mut tmp = vec![0u8; ((e1 - e0) * self.esize) as usize];
-            self.read_elements(e0, e1, &mut tmp)?;
+            self.read_elements(ctx, e0, e1, &mut tmp)?;
             buf[..n].copy_from_slice(&tmp[skip..skip + n]);
         }
         Ok(n)
     }
 
     /// Elements `[e0, e1)` into `out` (exactly their size).
-    fn read_elements(&self, e0: u64, e1: u64, out: &mut [u8]) -> Result<()> {
+    fn read_elements(&self, ctx: ReadCtx, e0: u64, e1: u64, out: &mut [u8]) -> Result<()> {
         for el in out.chunks_exact_mut(self.esize as usize) {
             el.copy_from_slice(&self.fill);
         }
@@ -694,6 +696,7 @@ impl VirtualReader {
                         (dset, sel, conv.as_ref())
                     }
                 };
+                let read = |off: u64, b: &mut [u8]| dset.read_in(ctx, off, b);
                 let (lo, hi) = (runs[0].1, runs[runs.len() - 1].1 + runs[runs.len() - 1].2);
                 let wanted: u64 = runs.iter().map(|r| r.2).sum();
                 let span = hi - lo;
@@ -704,7 +707,7 @@ impl VirtualReader {
                     // Many short virtual runs (strides, interleaving) over a compact stretch
                     // of source ordinals: read that stretch in source-sized runs, then scatter.
                     let mut tmp = self.fill.repeat(span as usize);
-                    copy_source(&dset, ssel, conv, lo, span, es, &mut tmp)?;
+                    copy_source(&read, ssel, conv, lo, span, es, &mut tmp)?;
                     for (lin, ord, len) in runs {
                         let (a, b) = (((ord - lo) * es) as usize, ((ord - lo + len) * es) as usize);
                         let d = ((lin - e0) * es) as usize;
@@ -714,7 +717,7 @@ impl VirtualReader {
                     for (lin, ord, len) in runs {
                         let d = ((lin - e0) * es) as usize;
                         copy_source(
-                            &dset,
+                            &read,
                             ssel,
                             conv,
                             ord,
@@ -753,8 +756,9 @@ fn source_sel(select: &Selection, sdims: &[u64], addr: u64) -> Result<Sel> {
 /// Source ordinals `[o, o + count)` into `dst` (their size in the virtual dataset's type,
 /// `es` bytes each), converted by `conv` when the source has another type; elements outside
 /// the source's extent or beyond its selection are left as they are (the fill value).
+/// `read` reads the source dataset's image.
 fn copy_source(
-    dset: &Dataset,
+    read: &dyn Fn(u64, &mut [u8]) -> Result<usize>,
     ssel: &Sel,
     conv: Option<&Conversion>,
     o: u64,
@@ -774,12 +778,12 @@ fn copy_source(
             let (a, b) = ((at * es) as usize, ((at + k) * es) as usize);
             match conv {
                 None => {
-                    dset.read_at(slin * ses, &mut dst[a..b])?;
+                    read(slin * ses, &mut dst[a..b])?;
                 }
                 Some(c) => {
                     staged.clear();
                     staged.resize((k * ses) as usize, 0);
-                    dset.read_at(slin * ses, &mut staged)?;
+                    read(slin * ses, &mut staged)?;
                     c.run(&staged, &mut dst[a..b]);
                 }
             }
@@ -907,7 +911,10 @@ mod tests {
             assert!(e.contains("at 0x1234: blocks overlap"), "{e}");
         }
         let r = open(mapping(fixed, whole)).unwrap();
-        let e = r.read_at(0, &mut [0u8; 4]).unwrap_err().to_string();
+        let e = r
+            .read_in(ReadCtx::default(), 0, &mut [0u8; 4])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("source /base in .: corrupt hyperslab selection at 0x1234"),
             "{e}"

@@ -30,6 +30,7 @@ use std::sync::Arc;
 pub use byte_order::{ByteOrderMode, Converter};
 
 use crate::error::Result;
+use crate::io::ReadCtx;
 use crate::model::{Dataset, File};
 use text::TextView;
 
@@ -49,6 +50,18 @@ impl ByteSource for Dataset {
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         Dataset::read_at(self, offset, buf)
+    }
+}
+
+/// A dataset read for one reader ([`ReadCtx`]).
+struct ReadFor<'a>(&'a Dataset, ReadCtx);
+
+impl ByteSource for ReadFor<'_> {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.0.read_in(self.1, offset, buf)
     }
 }
 
@@ -165,19 +178,27 @@ impl View {
         crate::io::read_fully(self.len()?, "view", |off, buf| self.read_at(off, buf))
     }
 
-    /// Read at `offset`; returns the bytes written (short only at the end).
+    /// Read at `offset`; returns the bytes written (short only at the end). For a reader
+    /// not known: see [`View::read_in`].
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_in(ReadCtx::default(), offset, buf)
+    }
+
+    /// [`View::read_at`] for the reader `ctx` names.
+    pub fn read_in(&self, ctx: ReadCtx, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match &self.body {
-            Body::Data { ds, conv } => conv.read_at(ds.as_ref(), offset, buf),
+            Body::Data { ds, conv } => conv.read_at(&ReadFor(ds, ctx), offset, buf),
             Body::Bytes(b) => b.read_at(offset, buf),
             Body::Text(t) => t.read_at(offset, buf),
             Body::Npy { header, ds, conv } => {
                 let head = |off, buf: &mut [u8]| header.read_at(off, buf);
-                read_framed(header.len() as u64, head, ds, conv, offset, buf)
+                let ds = ReadFor(ds, ctx);
+                read_framed(header.len() as u64, head, &ds, conv, offset, buf)
             }
             Body::Tiff { layout, ds, conv } => {
                 let head = |off, buf: &mut [u8]| Ok(layout.read_header(off, buf));
-                read_framed(layout.header_len(), head, ds, conv, offset, buf)
+                let ds = ReadFor(ds, ctx);
+                read_framed(layout.header_len(), head, &ds, conv, offset, buf)
             }
         }
     }
@@ -188,7 +209,7 @@ impl View {
 fn read_framed(
     hlen: u64,
     head: impl Fn(u64, &mut [u8]) -> Result<usize>,
-    ds: &Dataset,
+    ds: &dyn ByteSource,
     conv: &Converter,
     offset: u64,
     buf: &mut [u8],

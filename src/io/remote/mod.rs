@@ -21,7 +21,7 @@
 //! streaming data never pushes out the metadata a listing needs.
 //!
 //! Three things keep a reader from waiting one round trip per piece:
-//! - [`ByteSource::prefetch`](super::ByteSource::prefetch): the layers above name the ranges they will read next (the
+//! - [`RemoteSource::prefetch`](super::RemoteSource::prefetch): the layers above name the ranges they will read next (the
 //!   object headers of a group's children, the chunks of one read); their pages are fetched
 //!   in the background, ranges with small gaps merged into one GET of at most [`PART`] bytes,
 //!   and the GETs sent in parallel. Behind an HTTP server, short runs (at most
@@ -30,10 +30,12 @@
 //!   them; a server that answers such a GET otherwise (the whole object, most often) is not
 //!   sent another, and its answer is not read. Until the server has answered one with
 //!   parts, they go one at a time; the warm-up of a mount asks it one of single bytes
-//!   ([`ByteSource::warm_up`](super::ByteSource::warm_up)) if nothing else has yet. S3 serves one range per GET.
+//!   ([`RemoteSource::warm_up`](super::RemoteSource::warm_up)) if nothing else has yet. S3 serves one range per GET.
 //! - Readahead: data reads that follow each other through the object form a stream. Each
-//!   read says which dataset it belongs to ([`DataHint`](super::DataHint)), and a stream reads ahead only
-//!   where the reader is known to go:
+//!   read says which dataset it belongs to ([`DataHint`](super::DataHint)) and for whom it
+//!   is made ([`ReadCtx`](super::ReadCtx): a prefetch worker's reads are no reader's
+//!   progress and move no stream), and a stream reads ahead only where the reader is known
+//!   to go (the rules are one pure state machine, `readahead::Readahead`, property-tested):
 //!   - within a contiguous dataset, up to the end of its block; a read of at least
 //!     [`RA_FIRST`] bytes at the block's start, or within two of its lengths of it (`cat`,
 //!     `cp`, `dd`, whose first reads reach the FUSE threads in either order), fetches the
@@ -41,7 +43,7 @@
 //!   - within a chunked dataset, nothing: its chunks are fetched by each read's own hints
 //!     and by the chunk prefetch of the filesystem layer, which asks for the chunks ahead;
 //!   - once the stream has gone on from one dataset into another (their data in file order:
-//!     a `cat` of a file's datasets one after another; the same thread reading both, not
+//!     a `cat` of a file's datasets one after another; the same reader reading both, not
 //!     two readers each reading its own dataset), across datasets, from its
 //!     [`RA_STREAK`]th read on, in a window that doubles up to [`RA_MAX`] but reaches at
 //!     most `RA_CROSS` times the span of the dataset read last: the reader's next
@@ -73,7 +75,7 @@
 //!
 //! Every GET carries `If-Match` with the ETag seen when the object was opened: an object
 //! replaced while mounted fails the reads (a 412), never mixing old and new bytes;
-//! [`ByteSource::current_identity`](super::ByteSource::current_identity) asks for the ETag
+//! [`RemoteSource::current_identity`](super::RemoteSource::current_identity) asks for the ETag
 //! afresh (a HEAD), which is what `--refresh` compares.
 //!
 //! Every HTTP request, retries included, passes through a counting connector: requests by

@@ -1,7 +1,6 @@
 //! One remote object: its reads through the shared page cache, its GETs, and the hints the
 //! layers above give it.
 
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +10,7 @@ use object_store::path::Path as StorePath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use super::super::pages::{Claim, Class, PageCache, PAGE};
-use super::super::source::{ByteSource, DataHint, RequestCounts};
+use super::super::source::{ByteSource, DataHint, ReadCtx, RemoteSource, RequestCounts};
 use super::context::{
     block_on_bounded, counts_of, object_number, runtime, shared_pages, RemoteStats, REQUESTS,
     TOTALS,
@@ -19,7 +18,7 @@ use super::context::{
 use super::error::{bad_url, classify, io_err, out_of_time, remote_err, RemoteKind};
 use super::multirange::Multi;
 use super::origin::RemoteOrigin;
-use super::readahead::Stream;
+use super::readahead::Readahead;
 use super::{
     is_prefix, RemoteOptions, DIRECT_READ, FIRST_GET, MERGE_GAP, META_UNIT, MULTI_RANGES,
     MULTI_RUN, PART, RA_MAX,
@@ -35,13 +34,11 @@ pub(super) struct Inner {
     /// Its number in the shared page cache.
     pub(super) obj: u64,
     pub(super) pages: Arc<PageCache>,
-    pub(super) ra_max: u64,
-    /// Readahead at the start of a dataset's block (at most half the data budget).
-    pub(super) ra_first: u64,
     /// The file's own page size, when larger than [`PAGE`] (0: none): metadata misses fetch
     /// whole pages of it.
     pub(super) meta_unit: AtomicU64,
-    pub(super) streams: Mutex<VecDeque<Stream>>,
+    /// The readers' streams through the object (windows up to half the data budget).
+    pub(super) readahead: Mutex<Readahead>,
     pub(super) stats: RemoteStats,
     /// The longest a request may take, retries included: the retry bound and one request's
     /// timeout.
@@ -291,10 +288,8 @@ impl Remote {
                 etag,
                 obj,
                 pages,
-                ra_max: RA_MAX.min(data / 2),
-                ra_first: data / 2,
                 meta_unit: AtomicU64::new(0),
-                streams: Mutex::new(VecDeque::new()),
+                readahead: Mutex::new(Readahead::new(len, RA_MAX.min(data / 2), data / 2)),
                 stats: RemoteStats::default(),
                 bound: opts.bound(),
             }),
@@ -306,7 +301,7 @@ impl Remote {
         &self,
         offset: u64,
         buf: &mut [u8],
-        data: Option<&DataHint>,
+        data: Option<(&DataHint, ReadCtx)>,
     ) -> std::io::Result<usize> {
         let len = self.inner.len;
         if offset >= len || buf.is_empty() {
@@ -314,10 +309,8 @@ impl Remote {
         }
         let n = (buf.len() as u64).min(len - offset) as usize;
         let buf = &mut buf[..n];
-        let class = if let Some(hint) = data {
-            if !super::super::source::is_background() {
-                self.inner.readahead(offset, offset + n as u64, hint);
-            }
+        let class = if let Some((hint, ctx)) = data {
+            self.inner.readahead(offset, offset + n as u64, hint, ctx);
             Class::Data
         } else if n >= DIRECT_READ {
             Class::Data
@@ -375,14 +368,34 @@ impl ByteSource for Remote {
         self.read(offset, buf, None)
     }
 
-    fn read_data_at(&self, offset: u64, buf: &mut [u8], hint: &DataHint) -> std::io::Result<usize> {
-        self.read(offset, buf, Some(hint))
+    fn identity(&self) -> String {
+        identity_of(&self.inner.url, self.inner.len, self.inner.etag.as_deref())
     }
 
-    fn note_data(&self, offset: u64, end: u64, hint: &DataHint) {
+    fn name(&self) -> String {
+        self.inner.url.clone()
+    }
+
+    fn remote(&self) -> Option<&dyn RemoteSource> {
+        Some(self)
+    }
+}
+
+impl RemoteSource for Remote {
+    fn read_data_at(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        hint: &DataHint,
+        ctx: ReadCtx,
+    ) -> std::io::Result<usize> {
+        self.read(offset, buf, Some((hint, ctx)))
+    }
+
+    fn note_data(&self, offset: u64, end: u64, hint: &DataHint, ctx: ReadCtx) {
         let end = end.min(self.inner.len);
         if offset < end {
-            self.inner.readahead(offset, end, hint);
+            self.inner.readahead(offset, end, hint, ctx);
         }
     }
 
@@ -421,10 +434,6 @@ impl ByteSource for Remote {
         }
     }
 
-    fn wants_hints(&self) -> bool {
-        true
-    }
-
     fn warm_up(&self) {
         // A GET of as many ranges as a reader's GET may hold, single bytes spread over the
         // object (none a server would merge with another), unless the server has answered
@@ -453,7 +462,7 @@ impl ByteSource for Remote {
         }
     }
 
-    fn current_identity(&self) -> Option<std::io::Result<String>> {
+    fn current_identity(&self) -> std::io::Result<String> {
         let inner = &self.inner;
         let r = block_on_bounded(inner.bound, &inner.url, "HEAD", async {
             inner
@@ -463,19 +472,11 @@ impl ByteSource for Remote {
                 .map_err(|e| classify(&inner.url, "HEAD", e))
         });
         self.inner.count(|s| &s.heads, 1);
-        Some(r.map(|m| identity_of(&self.inner.url, m.size, m.e_tag.as_deref())))
+        r.map(|m| identity_of(&self.inner.url, m.size, m.e_tag.as_deref()))
     }
 
-    fn identity(&self) -> String {
-        identity_of(&self.inner.url, self.inner.len, self.inner.etag.as_deref())
-    }
-
-    fn name(&self) -> String {
-        self.inner.url.clone()
-    }
-
-    fn requests(&self) -> Option<RequestCounts> {
-        Some(counts_of(&self.inner.stats))
+    fn requests(&self) -> RequestCounts {
+        counts_of(&self.inner.stats)
     }
 }
 

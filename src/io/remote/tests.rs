@@ -1,10 +1,8 @@
 use super::multirange::{multi_status, MultiStatus};
 use super::net::{bucket_ms, bucket_of, BUCKETS};
-use super::origin::{split_url, store_for};
+use super::origin::split_url;
 use super::*;
 use crate::io::source::Opener;
-use crate::io::source::{as_reader, DataHint};
-use object_store::path::Path as StorePath;
 use std::time::Duration;
 
 #[test]
@@ -32,59 +30,6 @@ fn sources_that_are_remote() {
     assert_eq!((h.base(), hp.as_str()), ("https://host:8", "/a/b.h5"));
     assert!(RemoteOrigin::of("https://host", &RemoteOptions::default()).is_err());
     assert!(h.list_now("/a").is_err(), "HTTP has no listing");
-}
-
-/// An object that is never asked for anything: the readahead bookkeeping only.
-fn unreached(len: u64) -> Remote {
-    let opts = RemoteOptions::default();
-    let url = "http://127.0.0.1:1/f.h5";
-    let store = store_for("http://127.0.0.1:1", &opts).unwrap().0;
-    Remote::with_meta(store, None, StorePath::from("f.h5"), url, len, None, &opts)
-}
-
-#[test]
-fn only_the_same_process_carries_a_stream_into_the_next_dataset() {
-    // Two chunked datasets, A's chunks right before B's, read one chunk at a time.
-    let chunk = 160 << 10;
-    let (a, b) = (
-        DataHint {
-            object: 1,
-            extent: None,
-        },
-        DataHint {
-            object: 2,
-            extent: None,
-        },
-    );
-    let a_chunks = [1 << 20, (1 << 20) + chunk, (1 << 20) + 2 * chunk];
-    let b_start = (1 << 20) + 3 * chunk;
-    let read_a = |r: &Remote| {
-        for &at in &a_chunks {
-            // Within one chunked dataset nothing is fetched ahead.
-            assert_eq!(r.inner.advance(at, at + chunk, &a), None);
-        }
-    };
-    let read_b = |r: &Remote| {
-        (0..3)
-            .map(|i| {
-                r.inner
-                    .advance(b_start + i * chunk, b_start + (i + 1) * chunk, &b)
-            })
-            .collect::<Vec<_>>()
-    };
-    // One process reads A, then B: a reader going through the file, read ahead.
-    let r = unreached(64 << 20);
-    let ahead = as_reader(7, || {
-        read_a(&r);
-        read_b(&r)
-    });
-    assert!(ahead.iter().any(|t| t.is_some()), "{ahead:?}");
-    // Another process reads B while (or after) the first reads A: two readers, each
-    // of one dataset; nothing fetched past B.
-    let r = unreached(64 << 20);
-    as_reader(7, || read_a(&r));
-    let ahead = as_reader(8, || read_b(&r));
-    assert!(ahead.iter().all(|t| t.is_none()), "{ahead:?}");
 }
 
 #[test]

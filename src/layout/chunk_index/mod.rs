@@ -454,18 +454,39 @@ mod tests {
                 .push((false, offset, buf.len() as u64));
             self.file.read_at(offset, buf)
         }
-        fn prefetch(&self, ranges: &[(u64, u64)]) {
-            let mut e = self.events.lock().unwrap();
-            e.extend(ranges.iter().map(|&(a, n)| (true, a, n)));
-        }
-        fn wants_hints(&self) -> bool {
-            true
-        }
         fn identity(&self) -> String {
             self.file.identity()
         }
         fn name(&self) -> String {
             self.file.name()
+        }
+        fn remote(&self) -> Option<&dyn crate::io::RemoteSource> {
+            Some(self)
+        }
+    }
+
+    impl crate::io::RemoteSource for Recording {
+        fn read_data_at(
+            &self,
+            offset: u64,
+            buf: &mut [u8],
+            _: &crate::io::DataHint,
+            _: crate::io::ReadCtx,
+        ) -> std::io::Result<usize> {
+            crate::io::ByteSource::read_at(self, offset, buf)
+        }
+        fn note_data(&self, _: u64, _: u64, _: &crate::io::DataHint, _: crate::io::ReadCtx) {}
+        fn prefetch(&self, ranges: &[(u64, u64)]) {
+            let mut e = self.events.lock().unwrap();
+            e.extend(ranges.iter().map(|&(a, n)| (true, a, n)));
+        }
+        fn page_size_hint(&self, _: u64) {}
+        fn warm_up(&self) {}
+        fn current_identity(&self) -> std::io::Result<String> {
+            Ok(crate::io::ByteSource::identity(self))
+        }
+        fn requests(&self) -> crate::io::RequestCounts {
+            crate::io::RequestCounts::default()
         }
     }
 
