@@ -942,7 +942,7 @@ impl H5Fs {
                 cache.capacity(),
                 prefetch,
                 self.resolver.stats(),
-                remote_totals(),
+                self.resolver.requests().unwrap_or_default(),
             )
             .render()
     }
@@ -996,16 +996,4 @@ fn cached_position(file: &File, group: ObjectId, path: &str) -> Option<(usize, u
     let links = file.cached_links(group)?;
     let index = Link::position(&links, path.rsplit('/').next()?)?;
     Some((index, links.len()))
-}
-
-/// What the process's remote sources have asked their servers (zeros without any).
-fn remote_totals() -> crate::io::RequestCounts {
-    #[cfg(feature = "remote")]
-    {
-        crate::io::remote::totals()
-    }
-    #[cfg(not(feature = "remote"))]
-    {
-        crate::io::RequestCounts::default()
-    }
 }

@@ -69,9 +69,12 @@ pub(crate) fn endpoint(region: &str, configured: Option<&str>) -> Result<url::Ur
 /// content encoding), following no redirect.
 pub(crate) fn client() -> Result<HttpClient, String> {
     use object_store::client::HttpConnector;
+    // Its requests are counted apart from any mount's: the credentials are made before
+    // the options that hold a mount's counters.
     let connector = super::remote::CountingConnector {
         timeout: TIMEOUT,
         redirects: super::remote::Redirects::Never,
+        net: std::sync::Arc::default(),
     };
     connector
         .connect(&object_store::ClientOptions::new())

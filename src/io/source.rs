@@ -151,6 +151,12 @@ pub trait Opener: Send + Sync + std::fmt::Debug {
         ))
     }
 
+    /// What the sources opened through this have asked their server, with what their
+    /// listings cost (`None`: nothing is asked of a server).
+    fn requests(&self) -> Option<RequestCounts> {
+        None
+    }
+
     /// What a listing said of the object at `path`.
     fn listed(&self, path: &str) -> Option<OriginEntry> {
         let _ = path;
@@ -186,7 +192,7 @@ pub struct RequestCounts {
     pub merged: u64,
     /// GETs sent ahead of a sequential reader (readahead).
     pub readahead: u64,
-    /// The rest is process-wide, in [`crate::io::remote::totals`] only (0 elsewhere):
+    /// The rest is for a whole origin, in [`Opener::requests`] only (0 elsewhere):
     /// LIST requests sent (one per page of 1,000 keys).
     pub lists: u64,
     /// HTTP requests sent, retries included.

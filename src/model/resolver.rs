@@ -298,6 +298,11 @@ impl Resolver {
         &self.cache
     }
 
+    /// What the files' remote origin has asked its server (`None` for local files).
+    pub fn requests(&self) -> Option<crate::io::RequestCounts> {
+        self.origin.as_ref()?.requests()
+    }
+
     /// Counters now.
     pub fn stats(&self) -> ResolverStats {
         let st = self.lock();

@@ -4,8 +4,11 @@
 //! credentials from the standard AWS sources, timeouts and retries with backoff). A prefix
 //! of a bucket (`s3://bucket/prefix/`) is listed through [`RemoteOrigin`].
 //!
-//! `object_store` is asynchronous; one small Tokio runtime per process runs its requests, and
-//! the FUSE worker threads block on them ([`Remote`]'s `read_at` is a plain blocking call).
+//! `object_store` is asynchronous; one small Tokio runtime runs its requests, and the FUSE
+//! worker threads block on them ([`Remote`]'s `read_at` is a plain blocking call). The
+//! runtime, the page cache, the bound on requests in flight and the counters belong to one
+//! [`RemoteContext`], made with the options of a mount and shared by everything opened with
+//! them (module `context`).
 //!
 //! ## Few requests, many in flight
 //! Requests are costly on a store (tens of milliseconds each), so reads go through a page
@@ -59,7 +62,7 @@
 //!   answer arrives ([`PageCache::filling`](super::pages::PageCache::filling)), not when the whole of it is in; the answer is
 //!   copied once, into the pages.
 //!
-//! At most [`MAX_REQUESTS`] GETs are in flight in the process, and the bytes of background
+//! At most [`MAX_REQUESTS`] GETs are in flight in a context, and the bytes of background
 //! fetches in flight count against the data budget (a hint that does not fit is dropped).
 //!
 //! ## Faults
@@ -79,7 +82,8 @@
 //! afresh (a HEAD), which is what `--refresh` compares.
 //!
 //! Every HTTP request, retries included, passes through a counting connector: requests by
-//! kind, retries, and latency percentiles for the whole process ([`net_stats`]).
+//! kind, retries, and latency percentiles for the context
+//! ([`RemoteContext::net_stats`]).
 
 /// Bytes the first GET of an object takes.
 pub const FIRST_GET: u64 = 1 << 20;
@@ -91,7 +95,7 @@ pub const PART: u64 = 4 << 20;
 pub const MERGE_GAP: u64 = 128 << 10;
 /// What a metadata miss fetches at least (aligned).
 pub const META_UNIT: u64 = 64 << 10;
-/// GETs in flight in the whole process.
+/// GETs in flight in one context.
 pub const MAX_REQUESTS: usize = 32;
 /// Ranges asked for in one GET of several ranges (an HTTP server's `multipart/byteranges`).
 pub const MULTI_RANGES: usize = 32;
@@ -120,10 +124,10 @@ mod readahead;
 #[cfg(test)]
 mod tests;
 
-pub use context::{totals, RemoteStats};
+pub use context::{RemoteContext, RemoteStats};
 pub(crate) use error::chain;
 pub use error::RemoteKind;
-pub use net::{net_stats, NetStats};
+pub use net::NetStats;
 pub(crate) use net::{CountingConnector, Redirects};
 pub use object::Remote;
 pub use origin::RemoteOrigin;
@@ -156,11 +160,9 @@ pub struct RemoteOptions {
     pub request_timeout: Duration,
     /// Longest a read may spend retrying (5xx, throttling, timeouts) before it fails.
     pub retry_total: Duration,
-    /// Bytes of metadata pages, for all remote objects of the process together (the first
-    /// object opened sets it).
-    pub meta_cache_bytes: u64,
-    /// Bytes of data pages (readahead, prefetch, large reads), likewise.
-    pub data_cache_bytes: u64,
+    /// What everything opened with these options shares (clones of the options share it
+    /// too): the page cache, the runtime, the counters.
+    pub context: RemoteContext,
 }
 
 impl RemoteOptions {
@@ -183,8 +185,7 @@ impl Default for RemoteOptions {
             credential_provider: None,
             request_timeout: Duration::from_secs(10),
             retry_total: Duration::from_secs(30),
-            meta_cache_bytes: 32 << 20,
-            data_cache_bytes: 64 << 20,
+            context: RemoteContext::default(),
         }
     }
 }

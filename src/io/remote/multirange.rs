@@ -10,7 +10,6 @@ use object_store::client::{HttpClient, HttpRequestBody};
 
 use super::super::byteranges;
 use super::super::pages::Claim;
-use super::context::REQUESTS;
 use super::error::{io_err, out_of_time, remote_err, RemoteKind};
 use super::object::Inner;
 
@@ -197,11 +196,13 @@ impl Inner {
         }
         let deadline = deadline.min(Instant::now() + m.retry_total);
         let mut wait = Duration::from_millis(100);
-        // Counted once, as a GET of one range is (its retries show in `net_stats`).
+        // Counted once, as a GET of one range is (its retries show in the context's `net_stats`).
         self.count(|s| &s.gets, 1);
         loop {
             let got = {
-                let _slot = REQUESTS
+                let _slot = self
+                    .shared
+                    .requests()
                     .acquire()
                     .await
                     .map_err(|e| Some(io_err(&self.url, &shown, e)))?;

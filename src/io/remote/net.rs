@@ -18,8 +18,9 @@
 //!   is cut at [`ERROR_BODY`] bytes. The bodies of ranged answers are checked against the
 //!   range by their readers (`object`, `multirange`), and listings by `list`.
 //!
-//! Every request, retries included, is also counted here: requests by kind, retries, and
-//! latency percentiles ([`net_stats`]).
+//! Every request, retries included, is also counted here, in the counters of its context:
+//! requests by kind, retries, and latency percentiles
+//! ([`RemoteContext::net_stats`](super::RemoteContext::net_stats)).
 
 use std::collections::HashSet;
 use std::pin::Pin;
@@ -51,13 +52,15 @@ pub enum Redirects {
 }
 
 // ---------------------------------------------------------------------------------------
-// Every HTTP request of the process, counted where it is sent.
+// Every HTTP request of a context, counted where it is sent.
 
 /// Latency buckets: four per power of two of microseconds.
 pub(super) const BUCKETS: usize = 4 * 40;
 
-/// Counters of every HTTP request the process sent (retries included).
-pub(super) struct Net {
+/// Counters of every HTTP request sent through the connectors that share them (those of
+/// one [`RemoteContext`](super::RemoteContext)), retries included.
+#[derive(Debug)]
+pub(crate) struct Net {
     heads: AtomicU64,
     gets: AtomicU64,
     lists: AtomicU64,
@@ -67,14 +70,18 @@ pub(super) struct Net {
     latency: [AtomicU64; BUCKETS],
 }
 
-pub(super) static NET: Net = Net {
-    heads: AtomicU64::new(0),
-    gets: AtomicU64::new(0),
-    lists: AtomicU64::new(0),
-    others: AtomicU64::new(0),
-    errors: AtomicU64::new(0),
-    latency: [const { AtomicU64::new(0) }; BUCKETS],
-};
+impl Default for Net {
+    fn default() -> Self {
+        Net {
+            heads: AtomicU64::new(0),
+            gets: AtomicU64::new(0),
+            lists: AtomicU64::new(0),
+            others: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            latency: [const { AtomicU64::new(0) }; BUCKETS],
+        }
+    }
+}
 
 pub(super) fn bucket_of(d: Duration) -> usize {
     let us = d.as_micros().max(1) as f64;
@@ -85,7 +92,7 @@ pub(super) fn bucket_ms(b: usize) -> f64 {
     2f64.powf((b + 1) as f64 / 4.0) / 1000.0
 }
 
-/// What every HTTP request of the process amounted to.
+/// What the HTTP requests of a context amounted to.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct NetStats {
     /// HTTP requests sent, by kind (retries included).
@@ -99,50 +106,54 @@ pub struct NetStats {
     pub p99_ms: f64,
 }
 
-/// Counters of every HTTP request the process has sent.
-pub fn net_stats() -> NetStats {
-    let counts: Vec<u64> = NET
-        .latency
-        .iter()
-        .map(|a| a.load(Ordering::Relaxed))
-        .collect();
-    let total: u64 = counts.iter().sum();
-    let pct = |q: f64| {
-        if total == 0 {
-            return 0.0;
-        }
-        let want = ((total as f64) * q).ceil() as u64;
-        let mut seen = 0;
-        for (b, c) in counts.iter().enumerate() {
-            seen += c;
-            if seen >= want {
-                return bucket_ms(b);
+impl Net {
+    /// What the requests counted here amounted to.
+    pub(super) fn stats(&self) -> NetStats {
+        let counts: Vec<u64> = self
+            .latency
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        let pct = |q: f64| {
+            if total == 0 {
+                return 0.0;
             }
+            let want = ((total as f64) * q).ceil() as u64;
+            let mut seen = 0;
+            for (b, c) in counts.iter().enumerate() {
+                seen += c;
+                if seen >= want {
+                    return bucket_ms(b);
+                }
+            }
+            bucket_ms(BUCKETS - 1)
+        };
+        NetStats {
+            heads: self.heads.load(Ordering::Relaxed),
+            gets: self.gets.load(Ordering::Relaxed),
+            lists: self.lists.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            p50_ms: pct(0.5),
+            p99_ms: pct(0.99),
         }
-        bucket_ms(BUCKETS - 1)
-    };
-    NetStats {
-        heads: NET.heads.load(Ordering::Relaxed),
-        gets: NET.gets.load(Ordering::Relaxed),
-        lists: NET.lists.load(Ordering::Relaxed),
-        errors: NET.errors.load(Ordering::Relaxed),
-        p50_ms: pct(0.5),
-        p99_ms: pct(0.99),
     }
 }
 
-/// Sends requests through our `reqwest` client, counting them and vetting their answers.
+/// Sends requests through our `reqwest` client, counting them (in the `Net` it holds) and
+/// vetting their answers.
 #[derive(Debug)]
-pub(super) struct Counting(reqwest::Client);
+pub(super) struct Counting(reqwest::Client, Arc<Net>);
 
 #[async_trait::async_trait]
 impl HttpService for Counting {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let net = &self.1;
         let counter = match req.method().as_str() {
-            "HEAD" => &NET.heads,
-            "GET" if req.uri().query().is_some_and(|q| q.contains("list-type")) => &NET.lists,
-            "GET" => &NET.gets,
-            _ => &NET.others,
+            "HEAD" => &net.heads,
+            "GET" if req.uri().query().is_some_and(|q| q.contains("list-type")) => &net.lists,
+            "GET" => &net.gets,
+            _ => &net.others,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         // A GET of one range (not of several: their answers are read by `multirange`,
@@ -154,13 +165,13 @@ impl HttpService for Counting {
             .is_some_and(|v| !v.contains(','));
         let t = Instant::now();
         let r = HttpService::call(&self.0, req).await;
-        NET.latency[bucket_of(t.elapsed())].fetch_add(1, Ordering::Relaxed);
+        net.latency[bucket_of(t.elapsed())].fetch_add(1, Ordering::Relaxed);
         let failed = match &r {
             Ok(a) => a.status().as_u16() == 429 || a.status().is_server_error(),
             Err(_) => true,
         };
         if failed {
-            NET.errors.fetch_add(1, Ordering::Relaxed);
+            net.errors.fetch_add(1, Ordering::Relaxed);
         }
         vet(r?, one_range)
     }
@@ -249,6 +260,8 @@ pub(crate) struct CountingConnector {
     /// Longest one request may take, its body included (also to connect).
     pub timeout: Duration,
     pub redirects: Redirects,
+    /// Where its requests are counted.
+    pub net: Arc<Net>,
 }
 
 impl HttpConnector for CountingConnector {
@@ -273,7 +286,7 @@ impl HttpConnector for CountingConnector {
                 store: "HTTP",
                 source: Box::new(e),
             })?;
-        Ok(HttpClient::new(Counting(client)))
+        Ok(HttpClient::new(Counting(client, self.net.clone())))
     }
 }
 

@@ -11,10 +11,7 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use super::super::pages::{Claim, Class, PageCache, PAGE};
 use super::super::source::{ByteSource, DataHint, ReadCtx, RemoteSource, RequestCounts};
-use super::context::{
-    block_on_bounded, counts_of, object_number, runtime, shared_pages, RemoteStats, REQUESTS,
-    TOTALS,
-};
+use super::context::{counts_of, RemoteContext, RemoteStats};
 use super::error::{bad_url, classify, io_err, out_of_time, remote_err, RemoteKind};
 use super::multirange::Multi;
 use super::origin::RemoteOrigin;
@@ -34,6 +31,8 @@ pub(super) struct Inner {
     /// Its number in the shared page cache.
     pub(super) obj: u64,
     pub(super) pages: Arc<PageCache>,
+    /// What the objects opened with the same options share (the page cache above is its).
+    pub(super) shared: RemoteContext,
     /// The file's own page size, when larger than [`PAGE`] (0: none): metadata misses fetch
     /// whole pages of it.
     pub(super) meta_unit: AtomicU64,
@@ -63,7 +62,7 @@ impl Inner {
     /// Add `n` to one counter of this object and of the process.
     pub(super) fn count(&self, pick: fn(&RemoteStats) -> &AtomicU64, n: u64) {
         pick(&self.stats).fetch_add(n, Ordering::Relaxed);
-        pick(&TOTALS).fetch_add(n, Ordering::Relaxed);
+        pick(self.shared.stats()).fetch_add(n, Ordering::Relaxed);
     }
 
     /// The time a request may take, retries included: the retry bound and one request's
@@ -100,7 +99,9 @@ impl Inner {
         mut each: impl FnMut(&[u8]) -> Result<(), String>,
     ) -> std::io::Result<()> {
         use futures_util::StreamExt;
-        let _slot = REQUESTS
+        let _slot = self
+            .shared
+            .requests()
             .acquire()
             .await
             .map_err(|e| io_err(&self.url, "GET", e))?;
@@ -203,7 +204,7 @@ impl Inner {
     /// at once, short runs go [`MULTI_RANGES`] to a GET.
     pub(super) fn fetch_behind(self: &Arc<Self>, wanted: &[(u64, u64)], gap: u64) -> u64 {
         let claims = self.pages.claim(self.obj, wanted, gap, PART / PAGE);
-        let Ok(rt) = runtime() else {
+        let Ok(rt) = self.shared.runtime() else {
             for c in &claims {
                 self.pages
                     .complete(c, self.len, Err(std::io::Error::other("no runtime")));
@@ -275,9 +276,10 @@ impl Remote {
         etag: Option<String>,
         opts: &RemoteOptions,
     ) -> Remote {
-        let pages = shared_pages(opts);
+        let shared = opts.context.clone();
+        let pages = shared.pages().clone();
         let data = pages.data_budget();
-        let obj = object_number(&identity_of(url, len, etag.as_deref()));
+        let obj = shared.object_number(&identity_of(url, len, etag.as_deref()));
         Remote {
             inner: Arc::new(Inner {
                 store,
@@ -288,6 +290,7 @@ impl Remote {
                 etag,
                 obj,
                 pages,
+                shared,
                 meta_unit: AtomicU64::new(0),
                 readahead: Mutex::new(Readahead::new(len, RA_MAX.min(data / 2), data / 2)),
                 stats: RemoteStats::default(),
@@ -347,7 +350,11 @@ impl Remote {
         }
         let end = end.min(len);
         let deadline = self.inner.deadline();
-        let mut got = runtime()?.block_on(self.inner.clone().get(from..end, deadline))?;
+        let mut got = self
+            .inner
+            .shared
+            .runtime()?
+            .block_on(self.inner.clone().get(from..end, deadline))?;
         if from < start {
             let head = (start - from) as usize;
             self.inner
@@ -451,7 +458,7 @@ impl RemoteSource for Remote {
         }
         let n = MULTI_RANGES as u64;
         let ranges: Vec<Range<u64>> = (0..n).map(|i| i * (len / n)).map(|a| a..a + 1).collect();
-        if let Ok(rt) = runtime() {
+        if let Ok(rt) = self.inner.shared.runtime() {
             let _ = rt.block_on(self.inner.get_multi(&ranges, self.inner.deadline()));
         }
     }
@@ -464,13 +471,15 @@ impl RemoteSource for Remote {
 
     fn current_identity(&self) -> std::io::Result<String> {
         let inner = &self.inner;
-        let r = block_on_bounded(inner.bound, &inner.url, "HEAD", async {
-            inner
-                .store
-                .head(&inner.path)
-                .await
-                .map_err(|e| classify(&inner.url, "HEAD", e))
-        });
+        let r = inner
+            .shared
+            .block_on_bounded(inner.bound, &inner.url, "HEAD", async {
+                inner
+                    .store
+                    .head(&inner.path)
+                    .await
+                    .map_err(|e| classify(&inner.url, "HEAD", e))
+            });
         self.inner.count(|s| &s.heads, 1);
         r.map(|m| identity_of(&self.inner.url, m.size, m.e_tag.as_deref()))
     }

@@ -6,8 +6,7 @@ use object_store::client::{HttpClient, HttpConnector};
 use object_store::path::Path as StorePath;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt};
 
-use super::super::source::{ByteSource, Opener, OriginEntry};
-use super::context::block_on_bounded;
+use super::super::source::{ByteSource, Opener, OriginEntry, RequestCounts};
 use super::error::{bad_url, classify, remote_err, RemoteKind};
 use super::list::Lister;
 use super::multirange::{Multi, MultiState};
@@ -55,6 +54,7 @@ pub(super) fn connector(base: &str, opts: &RemoteOptions) -> CountingConnector {
     CountingConnector {
         timeout: opts.request_timeout,
         redirects,
+        net: opts.context.net().clone(),
     }
 }
 
@@ -241,13 +241,16 @@ impl RemoteOrigin {
                 &self.opts,
             ));
         }
-        let meta = block_on_bounded(self.opts.bound(), &url, "HEAD", async {
-            self.store
-                .head(&key)
-                .await
-                .map_err(|e| classify(&url, "HEAD", e))
-        })
-        .map_err(|e| self.why_missing(path, e))?;
+        let meta = self
+            .opts
+            .context
+            .block_on_bounded(self.opts.bound(), &url, "HEAD", async {
+                self.store
+                    .head(&key)
+                    .await
+                    .map_err(|e| classify(&url, "HEAD", e))
+            })
+            .map_err(|e| self.why_missing(path, e))?;
         let r = Remote::with_meta(
             self.store.clone(),
             self.multi(&key),
@@ -268,7 +271,12 @@ impl RemoteOrigin {
             return e;
         };
         let dir = path.trim_matches('/');
-        let probe = block_on_bounded(lister.bound, &self.url(path), "LIST", lister.list(dir, 1));
+        let probe = self.opts.context.block_on_bounded(
+            lister.bound,
+            &self.url(path),
+            "LIST",
+            lister.list(dir, 1),
+        );
         match probe {
             Ok(l) if !l.is_empty() => remote_err(
                 RemoteKind::NotFound,
@@ -299,7 +307,7 @@ impl RemoteOrigin {
         };
         let dir = path.trim_matches('/');
         let shown = format!("{}/{dir}", self.base);
-        block_on_bounded(
+        self.opts.context.block_on_bounded(
             lister.bound,
             &shown,
             "LIST",
@@ -326,6 +334,10 @@ impl Opener for RemoteOrigin {
         let l = Arc::new(self.list_now(path)?);
         lock().insert(key, l.clone());
         Ok(l.as_ref().clone())
+    }
+
+    fn requests(&self) -> Option<RequestCounts> {
+        Some(self.opts.context.totals())
     }
 
     fn listed(&self, path: &str) -> Option<OriginEntry> {
