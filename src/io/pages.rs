@@ -14,12 +14,16 @@
 //! fetches in flight count against the data budget, and a claim that would exceed it is cut
 //! short (prefetch is only a hint).
 //!
-//! A fetch that fails hands its error, kind and message, to every reader that waited for its
-//! pages, and the pages stay failed for [`FAIL_HOLD`]: a reader asking for them again in
-//! that while (the kernel asks again at once for a read that failed) gets the same error at
-//! once, rather than waiting out another fetch's time bound.
+//! Each page being fetched is a flight of [`crate::sync::flight`]. A fetch that fails hands
+//! its error, kind and message, to every reader that waited for its pages, and the pages
+//! stay failed for [`FAIL_HOLD`]: a reader asking for them again in that while (the kernel
+//! asks again at once for a read that failed) gets the same error at once, rather than
+//! waiting out another fetch's time bound. A fetch that never ends its pages (a reader's
+//! fetch that panics, a claim or a filling dropped unfinished) fails them in the same way,
+//! so no reader waits for ever.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -165,20 +169,47 @@ impl State {
 }
 
 /// A run of pages claimed for a background fetch: fetch pages `first..end` (bytes from
-/// `first * PAGE`), then hand the result to [`PageCache::complete`].
-#[derive(Debug)]
+/// `first * PAGE`), then hand the result to [`PageCache::complete`] or land it through
+/// [`PageCache::filling`]. Dropped before that (its task panicked or was cancelled), it fails
+/// its pages' readers rather than leave them waiting.
 pub struct Claim {
     obj: u64,
     pub first: u64,
     pub end: u64,
     /// The pages of the run this claim is the flight of (others were cached or in flight).
     owned: Vec<u64>,
+    /// The cache's state, for the drop of a claim never completed.
+    state: Arc<Mutex<State>>,
+    /// Set once [`PageCache::complete`] ended it.
+    completed: AtomicBool,
 }
 
 impl Claim {
     /// The byte range to fetch, clipped to a source of `len` bytes.
     pub fn range(&self, len: u64) -> std::ops::Range<u64> {
         (self.first * PAGE).min(len)..(self.end * PAGE).min(len)
+    }
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("obj", &self.obj)
+            .field("first", &self.first)
+            .field("end", &self.end)
+            .field("owned", &self.owned)
+            .finish()
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        // A filling that ended its claim empties it (`end == first`).
+        if self.end > self.first && !self.completed.load(Ordering::Relaxed) {
+            lock(&self.state).release(self);
+            let e = std::io::Error::other("the fetch was dropped");
+            land(&self.state, self.obj, &self.owned, Err(SharedIo::new(e)));
+        }
     }
 }
 
@@ -192,7 +223,7 @@ pub struct PageStats {
 
 /// The cache (see the module docs).
 pub struct PageCache {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
 
 impl PageCache {
@@ -200,14 +231,14 @@ impl PageCache {
     /// (fetches in flight included).
     pub fn new(meta: u64, data: u64) -> PageCache {
         PageCache {
-            state: Mutex::new(State {
+            state: Arc::new(Mutex::new(State {
                 meta: Lru::new(meta),
                 data: Lru::new(data),
                 flying: Flights::new(),
                 inflight: 0,
                 failed: HashMap::new(),
                 hold: FAIL_HOLD,
-            }),
+            })),
         }
     }
 
@@ -390,6 +421,8 @@ impl PageCache {
                         first: p,
                         end: p + 1,
                         owned: vec![p],
+                        state: self.state.clone(),
+                        completed: AtomicBool::new(false),
                     }),
                 }
             }
@@ -413,6 +446,9 @@ impl PageCache {
     /// End a background fetch: keep its bytes (data pages) and wake the readers waiting for
     /// its pages, or fail them with the error.
     pub fn complete(&self, claim: &Claim, len: u64, got: std::io::Result<Vec<u8>>) {
+        if claim.completed.swap(true, Ordering::Relaxed) {
+            return;
+        }
         self.lock().release(claim);
         match got {
             Ok(bytes)
@@ -472,18 +508,24 @@ impl PageCache {
 
     /// End the flights of `run` with `result` (a failure holds its pages failed).
     fn land(&self, obj: u64, run: &[u64], result: Result<(), SharedIo>) {
-        let flights: Vec<_> = {
-            let mut st = self.lock();
-            if let Err(e) = &result {
-                st.hold_failed(obj, run, e);
-            }
-            run.iter()
-                .filter_map(|&p| st.flying.take((obj, p)))
-                .collect()
-        };
-        for f in flights {
-            f.land(result.clone());
+        land(&self.state, obj, run, result);
+    }
+}
+
+/// End the flights of pages `run` of `obj` with `result` (a failure holds its pages failed),
+/// waking their readers once the lock of `state` is released.
+fn land(state: &Mutex<State>, obj: u64, run: &[u64], result: Result<(), SharedIo>) {
+    let flights: Vec<_> = {
+        let mut st = lock(state);
+        if let Err(e) = &result {
+            st.hold_failed(obj, run, e);
         }
+        run.iter()
+            .filter_map(|&p| st.flying.take((obj, p)))
+            .collect()
+    };
+    for f in flights {
+        f.land(result.clone());
     }
 }
 
@@ -927,6 +969,25 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("panicked"), "{e}");
         assert!(panicking.join().is_err(), "the fetch panicked");
+        assert!(cache.lock().flying.keys().next().is_none());
+        assert_eq!(cache.stats().inflight, 0);
+    }
+
+    #[test]
+    fn a_claim_dropped_unfinished_fails_its_readers() {
+        let len = 4 * PAGE;
+        let cache = Arc::new(PageCache::new(4 * PAGE, 4 * PAGE));
+        let joins = Mutex::new(cache.lock().flying.watch_joins());
+        let claim = cache.claim(1, &[(1, 3)], 0, 4).remove(0);
+        let waiter = reader(&cache, 2, len);
+        wait_for_join(&joins, 2);
+        // As when the task holding it panics or is cancelled.
+        drop(claim);
+        let e = waiter
+            .recv_timeout(BOUND)
+            .expect("the reader was not released")
+            .unwrap_err();
+        assert!(e.to_string().contains("dropped"), "{e}");
         assert!(cache.lock().flying.keys().next().is_none());
         assert_eq!(cache.stats().inflight, 0);
     }
