@@ -201,10 +201,6 @@ impl SharedIo {
         }
     }
 
-    pub(crate) fn kind(&self) -> std::io::ErrorKind {
-        self.kind
-    }
-
     /// An error for one waiter: the kind, the message, the shared original behind it.
     pub(crate) fn to_io(&self) -> std::io::Error {
         std::io::Error::new(self.kind, self.error.clone())
@@ -342,7 +338,7 @@ mod tests {
             std::io::Error::other("no answer")
         ))));
         assert!(!flight.land(Ok(1)), "a second landing");
-        let e = flight.wait().expect_err("the first outcome stays");
+        let e = flight.wait().expect_err("the first outcome stays").to_io();
         assert_eq!(
             (e.kind(), e.to_string()),
             (ErrorKind::TimedOut, "no answer".into())

@@ -34,3 +34,17 @@ pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 pub(crate) fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     cv.wait(guard).unwrap_or_else(PoisonError::into_inner)
 }
+
+/// Wait on `cv` with `guard` while `condition` holds, `timeout` at most (see
+/// [`Condvar::wait_timeout_while`]), recovering the lock if a panicking holder poisoned it
+/// meanwhile.
+pub(crate) fn wait_timeout_while<'a, T>(
+    cv: &Condvar,
+    guard: MutexGuard<'a, T>,
+    timeout: std::time::Duration,
+    condition: impl FnMut(&mut T) -> bool,
+) -> MutexGuard<'a, T> {
+    cv.wait_timeout_while(guard, timeout, condition)
+        .unwrap_or_else(PoisonError::into_inner)
+        .0
+}

@@ -448,14 +448,11 @@ mod tests {
             self.file.len()
         }
         fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-            self.events
-                .lock()
-                .unwrap()
-                .push((false, offset, buf.len() as u64));
+            crate::sync::lock(&self.events).push((false, offset, buf.len() as u64));
             self.file.read_at(offset, buf)
         }
         fn prefetch(&self, ranges: &[(u64, u64)]) {
-            let mut e = self.events.lock().unwrap();
+            let mut e = crate::sync::lock(&self.events);
             e.extend(ranges.iter().map(|&(a, n)| (true, a, n)));
         }
         fn wants_hints(&self) -> bool {
@@ -471,7 +468,7 @@ mod tests {
 
     impl Recording {
         fn take(&self) -> Vec<(bool, u64, u64)> {
-            std::mem::take(&mut *self.events.lock().unwrap())
+            std::mem::take(&mut *crate::sync::lock(&self.events))
         }
     }
 
