@@ -2,7 +2,7 @@
 //! safe under concurrent readers. Concurrent misses on the same chunk decode it once.
 //!
 //! Mechanism. One mutex guards the LRU list (the `lru` crate, unbounded in entries; we evict
-//! by summed chunk bytes) and the table of loads in flight ([`crate::sync::flight`]). A miss
+//! by summed chunk bytes) and the table of loads in flight (`crate::sync::flight`). A miss
 //! either joins the load in flight for its key and waits for it, or starts one and runs the
 //! loader *outside* the cache lock. The loader's outcome is handed to every waiter; a
 //! success is inserted into the LRU if it fits, an error is handed to the waiters (errors

@@ -206,7 +206,7 @@ impl H5Fs {
     /// The mounted file (`None` for a directory mount).
     pub fn main_file(&self) -> Option<Arc<File>> {
         match &self.mounted {
-            Mounted::File { held, .. } => Some(sync::read(&held).clone()),
+            Mounted::File { held, .. } => Some(sync::read(held).clone()),
             Mounted::Dir { .. } => None,
         }
     }
@@ -237,7 +237,7 @@ impl H5Fs {
         if let Mounted::File { idx, held } = &self.mounted {
             if node.file == *idx {
                 // The mounted file, on every read: no lock shared with other files' lookups.
-                return Ok(sync::read(&held).clone());
+                return Ok(sync::read(held).clone());
             }
         }
         self.resolver
@@ -594,7 +594,7 @@ impl H5Fs {
         // What the source learns on its first requests (whether an HTTP server answers
         // GETs of several ranges), learnt now rather than on a reader's first requests.
         if let Mounted::File { held, .. } = &self.mounted {
-            let file = sync::read(&held).clone();
+            let file = sync::read(held).clone();
             file.storage().warm_up();
         }
     }

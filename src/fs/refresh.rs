@@ -315,7 +315,7 @@ impl H5Fs {
         // node after `reset_attrs` sees the new file (see `InodeTable::reset_attrs` and the
         // listings generation).
         self.resolver.replace(*idx, new.clone(), true);
-        *write(&held) = new.clone();
+        *write(held) = new.clone();
         self.inodes.reset_attrs();
         {
             let mut map = write(&self.listings);

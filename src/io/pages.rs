@@ -14,7 +14,7 @@
 //! fetches in flight count against the data budget, and a claim that would exceed it is cut
 //! short (prefetch is only a hint).
 //!
-//! Each page being fetched is a flight of [`crate::sync::flight`]. A fetch that fails hands
+//! Each page being fetched is a flight of `crate::sync::flight`. A fetch that fails hands
 //! its error, kind and message, to every reader that waited for its pages, and the pages
 //! stay failed for [`FAIL_HOLD`]: a reader asking for them again in that while (the kernel
 //! asks again at once for a read that failed) gets the same error at once, rather than
