@@ -2,13 +2,14 @@
 //! safe under concurrent readers. Concurrent misses on the same chunk decode it once.
 //!
 //! Mechanism. One mutex guards the LRU list (the `lru` crate, unbounded in entries; we evict
-//! by summed chunk bytes) and a table of loads in flight. A miss either finds a load in flight
-//! for its key and waits on that load's `Slot` (a mutex + condvar holding the outcome), or
-//! registers a new slot and runs the loader *outside* the cache lock. The loader's outcome is
-//! published to every waiter; a success is inserted into the LRU if it fits, an error is handed
-//! to the waiters (errors are `Clone`, the I/O error inside shared) and never cached. A
-//! loader that panics completes its slot with an error through a drop guard, so waiters never
-//! hang. Hits clone a [`ChunkBytes`]: the chunk bytes are never copied by the cache.
+//! by summed chunk bytes) and the table of loads in flight (`crate::sync::flight`). A miss
+//! either joins the load in flight for its key and waits for it, or starts one and runs the
+//! loader *outside* the cache lock. The loader's outcome is handed to every waiter; a
+//! success is inserted into the LRU if it fits, an error is handed to the waiters (errors
+//! are `Clone`, the I/O error inside shared, so each waiter sees the loader's kind) and
+//! never cached. A loader that panics lands its flight with an error as it unwinds, so
+//! waiters never hang. Hits clone a [`ChunkBytes`]: the chunk bytes are never copied by the
+//! cache.
 //!
 //! Memory. Each entry costs its bytes plus `ENTRY_OVERHEAD` (160 bytes) for its
 //! bookkeeping, so a file of tiny chunks cannot hold more memory than the budget says. A loader holds a
@@ -19,13 +20,13 @@
 //! handed to the reserving loader as its result buffer when the sizes match, so a streaming
 //! reader recycles the same few buffers instead of mapping and faulting in fresh ones.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
 use crate::error::{Error, Result};
+use crate::sync::flight::{on_panic, Flights, Role};
 use crate::sync::lock;
 
 /// Cache key: (file id from [`ChunkCache::new_file_id`] in the high 64 bits and the
@@ -134,20 +135,13 @@ pub struct CacheStats {
 /// What a load produced: a chunk, or "nothing to cache" (e.g. a chunk never written).
 type Outcome = Result<Option<ChunkBytes>>;
 
-/// One load in flight; waiters block on `ready` until `done` holds the outcome.
-#[derive(Debug, Default)]
-struct Slot {
-    done: Mutex<Option<Outcome>>,
-    ready: Condvar,
-}
-
 #[derive(Debug)]
 struct State {
     lru: LruCache<CacheKey, ChunkBytes>,
     bytes: u64,
     /// Bytes held by live [`Reservation`]s.
     reserved: u64,
-    inflight: HashMap<CacheKey, Arc<Slot>>,
+    inflight: Flights<CacheKey, Option<ChunkBytes>, Error>,
 }
 
 /// Byte-bounded, concurrent chunk cache.
@@ -160,10 +154,6 @@ pub struct ChunkCache {
     evictions: AtomicU64,
     /// The last id handed out by [`ChunkCache::new_file_id`].
     files: AtomicU64,
-    /// Test hook: told the key of each lookup that joins a load in flight, once the lookup
-    /// holds the load's slot (from then on it gets that load's outcome).
-    #[cfg(test)]
-    joined: Mutex<Option<std::sync::mpsc::Sender<CacheKey>>>,
     /// What an entry costs beyond its bytes ([`ENTRY_OVERHEAD`]; 0 in some tests).
     entry_overhead: u64,
     /// Held while a large chunk decodes (see [`ChunkCache::large_decode`]).
@@ -191,14 +181,12 @@ impl ChunkCache {
                 lru: LruCache::unbounded(),
                 bytes: 0,
                 reserved: 0,
-                inflight: HashMap::new(),
+                inflight: Flights::new(),
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             files: AtomicU64::new(0),
-            #[cfg(test)]
-            joined: Mutex::new(None),
         }
     }
 
@@ -228,7 +216,7 @@ impl ChunkCache {
     /// Whether `key` is cached or being loaded (no effect on recency).
     pub fn contains(&self, key: CacheKey) -> bool {
         let st = lock(&self.state);
-        st.lru.contains(&key) || st.inflight.contains_key(&key)
+        st.lru.contains(&key) || st.inflight.contains(key)
     }
 
     /// Current counters.
@@ -277,50 +265,49 @@ impl ChunkCache {
         key: CacheKey,
         load: impl FnOnce() -> Result<Option<ChunkBytes>>,
     ) -> Result<Option<ChunkBytes>> {
-        let slot = {
+        {
             let mut st = lock(&self.state);
             if let Some(v) = st.lru.get(&key) {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(Some(v.clone()));
             }
-            if let Some(slot) = st.inflight.get(&key) {
-                let slot = slot.clone();
+            if let Role::Waiter(flight) = st.inflight.join_or_start(key) {
                 drop(st);
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                #[cfg(test)]
-                if let Some(tx) = lock(&self.joined).as_ref() {
-                    let _ = tx.send(key);
-                }
-                return Self::wait(&slot);
+                return flight.wait();
             }
-            let slot = Arc::new(Slot::default());
-            st.inflight.insert(key, slot.clone());
-            slot
-        };
+        }
         self.misses.fetch_add(1, Ordering::Relaxed);
-
-        let mut guard = LoadGuard {
-            cache: self,
-            key,
-            slot,
-            finished: false,
-        };
-        let outcome: Outcome = load();
-        guard.finish(&outcome);
+        let outcome = on_panic(load, || {
+            self.land(
+                key,
+                &Err(Error::Io {
+                    what: "chunk cache load",
+                    addr: key.1,
+                    len: 0,
+                    source: Arc::new(std::io::Error::other("the chunk loader panicked")),
+                }),
+            )
+        });
+        self.land(key, &outcome);
         outcome
     }
 
-    /// Block until the load behind `slot` completes and take a copy of its outcome.
-    fn wait(slot: &Slot) -> Outcome {
-        let mut done = lock(&slot.done);
-        loop {
-            if let Some(o) = done.as_ref() {
-                return match o {
-                    Ok(v) => Ok(v.clone()),
-                    Err(e) => Err(e.clone()),
-                };
-            }
-            done = slot.ready.wait(done).unwrap_or_else(|p| p.into_inner());
+    /// End the load of `key` with `outcome`: a chunk is kept (if it fits), and the waiters
+    /// get a copy of it.
+    fn land(&self, key: CacheKey, outcome: &Outcome) {
+        let (flight, evicted) = {
+            let mut st = lock(&self.state);
+            let flight = st.inflight.take(key);
+            let evicted = match outcome {
+                Ok(Some(v)) => self.insert(&mut st, key, v.clone()),
+                _ => Vec::new(),
+            };
+            (flight, evicted)
+        };
+        drop(evicted);
+        if let Some(flight) = flight {
+            flight.land(outcome.clone());
         }
     }
 
@@ -419,50 +406,6 @@ impl Drop for Reservation<'_> {
     }
 }
 
-/// Completes a slot exactly once: with the loader's outcome, or with an error if the loader
-/// unwound (so that waiters are released).
-struct LoadGuard<'a> {
-    cache: &'a ChunkCache,
-    key: CacheKey,
-    slot: Arc<Slot>,
-    finished: bool,
-}
-
-impl LoadGuard<'_> {
-    fn finish(&mut self, outcome: &Outcome) {
-        self.finished = true;
-        let evicted = {
-            let mut st = lock(&self.cache.state);
-            st.inflight.remove(&self.key);
-            match outcome {
-                Ok(Some(v)) => self.cache.insert(&mut st, self.key, v.clone()),
-                _ => Vec::new(),
-            }
-        };
-        drop(evicted);
-        let copy = match outcome {
-            Ok(v) => Ok(v.clone()),
-            Err(e) => Err(e.clone()),
-        };
-        *lock(&self.slot.done) = Some(copy);
-        self.slot.ready.notify_all();
-    }
-}
-
-impl Drop for LoadGuard<'_> {
-    fn drop(&mut self) {
-        if !self.finished {
-            let err = Err(Error::Io {
-                what: "chunk cache load",
-                addr: self.key.1,
-                len: 0,
-                source: Arc::new(std::io::Error::other("the chunk loader panicked")),
-            });
-            self.finish(&err);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,9 +424,7 @@ mod tests {
 
     /// The keys of the lookups of `c` that join a load in flight, as they join.
     fn watch_joins(c: &ChunkCache) -> mpsc::Receiver<CacheKey> {
-        let (tx, rx) = mpsc::channel();
-        *lock(&c.joined) = Some(tx);
-        rx
+        lock(&c.state).inflight.watch_joins()
     }
 
     /// Called by a loader: block until `n` lookups of `key` have joined its load, so that
@@ -623,7 +564,7 @@ mod tests {
     }
 
     #[test]
-    fn waiters_get_the_error_and_it_is_not_cached() {
+    fn waiters_get_the_loaders_error_kind_and_it_is_not_cached() {
         let c = Arc::new(ChunkCache::exact(1 << 20));
         let joins = Arc::new(Mutex::new(watch_joins(&c)));
         let calls = Arc::new(AtomicUsize::new(0));
@@ -638,18 +579,23 @@ mod tests {
                     c.get_or_load((1, 1), || {
                         let before = calls.fetch_add(1, Ordering::SeqCst);
                         assert_eq!(before, 0, "a second load of the key ran");
-                        // Fail only once the three other threads wait on this load.
+                        // Fail only once the three other threads wait on this load: the
+                        // remote object changed, a kind the layers above tell apart.
                         wait_for_joins(&joins, (1, 1), n - 1);
                         Err(Error::Io {
                             what: "chunk",
                             addr: 7,
                             len: 1,
-                            source: Arc::new(std::io::Error::other("disk")),
+                            source: Arc::new(std::io::Error::new(
+                                std::io::ErrorKind::StaleNetworkFileHandle,
+                                "changed",
+                            )),
                         })
                     })
                 })
             })
             .collect();
+        let mut sources = Vec::new();
         for h in handles {
             match h.join().unwrap() {
                 Err(Error::Io {
@@ -657,10 +603,15 @@ mod tests {
                     addr: 7,
                     len: 1,
                     source,
-                }) => assert_eq!(source.to_string(), "disk"),
+                }) => {
+                    assert_eq!(source.kind(), std::io::ErrorKind::StaleNetworkFileHandle);
+                    assert_eq!(source.to_string(), "changed");
+                    sources.push(source);
+                }
                 other => panic!("expected the loader's error, got {other:?}"),
             }
         }
+        assert!(sources.iter().all(|s| Arc::ptr_eq(s, &sources[0])));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         let s = c.stats();
         assert_eq!((s.misses, s.hits, s.entries), (1, n as u64 - 1, 0));

@@ -20,6 +20,7 @@ use crate::format::limits::MAX_TREE_DEPTH;
 use crate::io::checksum::{lookup3, verify_lookup3};
 use crate::io::cursor::bytes_for;
 use crate::io::{Cursor, Sizes, Storage, UNDEFINED_ADDR};
+use crate::sync::lock;
 
 const WHAT: &str = "fractal heap header";
 const DBLOCK: &str = "fractal heap direct block";
@@ -394,10 +395,7 @@ impl FractalHeap {
             ));
         };
         let verified = || {
-            let set = self
-                .verified_blocks
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let set = lock(&self.verified_blocks);
             set.contains(&block_addr)
         };
         if self.flags & 2 != 0 && verified() {
@@ -417,10 +415,7 @@ impl FractalHeap {
                     addr: block_addr,
                 });
             }
-            let mut set = self
-                .verified_blocks
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut set = lock(&self.verified_blocks);
             if set.len() < MAX_VERIFIED_BLOCKS {
                 set.insert(block_addr);
             }
@@ -535,7 +530,7 @@ impl FractalHeap {
         let len = hlen + direct * dsize + indirect * o + 4;
         let key = (addr, ioff, rows);
         let kept = {
-            let map = self.iblocks.lock().unwrap_or_else(|e| e.into_inner());
+            let map = lock(&self.iblocks);
             map.get(&key).cloned()
         };
         let buf = match kept {
@@ -543,7 +538,7 @@ impl FractalHeap {
             None => {
                 let b = Arc::new(storage.read_checksummed(addr, len, IBLOCK)?);
                 self.check_iblock_header(&b, addr, ioff)?;
-                let mut map = self.iblocks.lock().unwrap_or_else(|e| e.into_inner());
+                let mut map = lock(&self.iblocks);
                 if map.len() < MAX_KEPT_IBLOCKS {
                     map.insert(key, b.clone());
                 }

@@ -45,6 +45,7 @@ use super::dir::{self, DirEntry, Listing};
 use super::refresh::Stamp;
 use super::{FsError, FsResult, H5Fs, Mounted, Node, NodeKind};
 use crate::model::FileIdx;
+use crate::sync::lock;
 
 /// Names of objects a prefix mount serves as HDF5 files (reading each object's signature
 /// would cost a request per object).
@@ -129,9 +130,7 @@ impl H5Fs {
     /// the refresh has not acted on yet, which must not hide it.
     fn remember_stamp(&self, node: &Node, meta: &std::fs::Metadata) {
         if self.opts.refresh.is_some() {
-            self.host_stamps
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
+            lock(&self.host_stamps)
                 .entry(node.ino)
                 .or_insert_with(|| Stamp::of_meta(meta));
         }

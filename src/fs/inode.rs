@@ -28,6 +28,7 @@ use std::path::PathBuf;
 
 use super::attr::Attr;
 use crate::model::{FileIdx, ObjectId};
+use crate::sync::{read, write};
 
 /// The FUSE root inode.
 pub const ROOT_INO: u64 = 1;
@@ -453,11 +454,11 @@ impl InodeTable {
     // A poisoned lock only means another thread panicked while holding it; the maps are
     // updated with single inserts, so they are still consistent.
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Tables> {
-        self.tables.read().unwrap_or_else(|e| e.into_inner())
+        read(&self.tables)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Tables> {
-        self.tables.write().unwrap_or_else(|e| e.into_inner())
+        write(&self.tables)
     }
 }
 

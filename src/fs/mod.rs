@@ -47,6 +47,7 @@ pub use xattr::XattrReply;
 
 use crate::io::ReadCtx;
 use crate::model::{Dataset, File, FileIdx, Link, LinkTarget, ObjectId, ObjectKind, Resolver};
+use crate::sync::{self, lock, write};
 use crate::views::ViewOptions;
 
 /// How the mounted tree presents itself (owner, fallback times).
@@ -206,9 +207,7 @@ impl H5Fs {
     /// The mounted file (`None` for a directory mount).
     pub fn main_file(&self) -> Option<Arc<File>> {
         match &self.mounted {
-            Mounted::File { held, .. } => {
-                Some(held.read().unwrap_or_else(|e| e.into_inner()).clone())
-            }
+            Mounted::File { held, .. } => Some(sync::read(held).clone()),
             Mounted::Dir { .. } => None,
         }
     }
@@ -239,7 +238,7 @@ impl H5Fs {
         if let Mounted::File { idx, held } = &self.mounted {
             if node.file == *idx {
                 // The mounted file, on every read: no lock shared with other files' lookups.
-                return Ok(held.read().unwrap_or_else(|e| e.into_inner()).clone());
+                return Ok(sync::read(held).clone());
             }
         }
         self.resolver
@@ -262,7 +261,7 @@ impl H5Fs {
 
     /// Log `msg` about `path` unless the same key was logged before.
     pub fn log_once(&self, key: &str, msg: impl FnOnce() -> String) {
-        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        let mut logged = lock(&self.logged);
         if logged.len() >= MAX_LOGGED || logged.insert(key.to_string()) {
             log::warn!("{}", msg());
         }
@@ -397,7 +396,7 @@ impl H5Fs {
     }
 
     fn cached_listing(&self, ino: u64) -> Option<Arc<Listing>> {
-        let map = self.listings.read().unwrap_or_else(|e| e.into_inner());
+        let map = sync::read(&self.listings);
         map.get(&ino).cloned()
     }
 
@@ -596,7 +595,7 @@ impl H5Fs {
         // What the source learns on its first requests (whether an HTTP server answers
         // GETs of several ranges), learnt now rather than on a reader's first requests.
         if let Mounted::File { held, .. } = &self.mounted {
-            let file = held.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let file = sync::read(held).clone();
             file.storage().warm_up();
         }
     }
@@ -604,7 +603,7 @@ impl H5Fs {
     /// Keep `listing` as the listing of `ino`, unless a refresh dropped the listings since
     /// generation `gen` (it was built from the file before it); the listing to serve.
     fn keep_listing(&self, ino: u64, gen: u64, listing: Arc<Listing>) -> Arc<Listing> {
-        let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = write(&self.listings);
         if self.listings_gen.load(Ordering::Acquire) != gen {
             return listing;
         }

@@ -71,7 +71,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crate::io::ReadCtx;
 use crate::model::Dataset;
-use crate::sync::lock;
+use crate::sync::{lock, wait};
 
 /// How far before the expected offset a read may start and still continue its stream.
 pub const BACK_SKIP: u64 = 4 << 20;
@@ -277,7 +277,7 @@ impl Pool {
                             if let Some(j) = q.pop_front() {
                                 break j;
                             }
-                            q = s.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+                            q = wait(&s.ready, q);
                         }
                     };
                     // A panicking job must not take the worker with it.

@@ -54,6 +54,7 @@ use super::dir::Listing;
 use super::{read, views, H5Fs, Mounted, Node, NodeKind};
 use crate::error::ErrorClass;
 use crate::model::{Dataset, File, ObjectId, ObjectKind};
+use crate::sync::{lock, read, wait_timeout_while, write};
 
 /// Granularity of the kernel's page cache invalidation: the largest common page size (64 KiB
 /// pages on some arm64 and ppc64 kernels), so rounding down to it covers any smaller page.
@@ -223,7 +224,7 @@ pub struct Wakeup {
 
 impl Wakeup {
     fn lock(&self) -> std::sync::MutexGuard<'_, WakeState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// New views swapped in so far.
@@ -235,11 +236,7 @@ impl Wakeup {
     /// as running (end it with [`Wakeup::checked`]).
     pub fn wait_turn(&self, period: Duration) {
         let st = self.lock();
-        let mut st = self
-            .cv
-            .wait_timeout_while(st, period, |st| !st.requested)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        let mut st = wait_timeout_while(&self.cv, st, period, |st| !st.requested);
         st.requested = false;
         st.checking = true;
     }
@@ -264,11 +261,9 @@ impl Wakeup {
         let target = st.checks + if st.checking { 2 } else { 1 };
         st.requested = true;
         self.cv.notify_all();
-        let st = self
-            .cv
-            .wait_timeout_while(st, timeout, |st| st.swaps == seen && st.checks < target)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        let st = wait_timeout_while(&self.cv, st, timeout, |st| {
+            st.swaps == seen && st.checks < target
+        });
         st.swaps != seen
     }
 }
@@ -313,21 +308,17 @@ impl H5Fs {
                 .into_iter()
                 .filter_map(|n| n.attr.get().copied().map(|a| (n, a)))
                 .collect(),
-            listings: self
-                .listings
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            listings: read(&self.listings).clone(),
         };
         self.check_new(&old, &new, &before)?;
         // Swap first, then drop what was computed from the old file: a reader that fetches a
         // node after `reset_attrs` sees the new file (see `InodeTable::reset_attrs` and the
         // listings generation).
         self.resolver.replace(*idx, new.clone(), true);
-        *held.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
+        *write(held) = new.clone();
         self.inodes.reset_attrs();
         {
-            let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
+            let mut map = write(&self.listings);
             self.listings_gen.fetch_add(1, Ordering::AcqRel);
             map.clear();
         }
@@ -387,10 +378,7 @@ impl H5Fs {
             // A prefix of a bucket: its listings stay as first read (no LIST per period).
             return Vec::new();
         }
-        let stamps: Vec<(u64, Stamp)> = self
-            .host_stamps
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let stamps: Vec<(u64, Stamp)> = lock(&self.host_stamps)
             .iter()
             .map(|(k, v)| (*k, *v))
             .collect();
@@ -416,7 +404,7 @@ impl H5Fs {
             return out;
         }
         let before: HashMap<u64, Arc<Listing>> = {
-            let mut map = self.listings.write().unwrap_or_else(|e| e.into_inner());
+            let mut map = write(&self.listings);
             self.listings_gen.fetch_add(1, Ordering::AcqRel);
             let mut before = HashMap::new();
             for ino in &changed_dirs {
@@ -438,7 +426,7 @@ impl H5Fs {
             before
         };
         {
-            let mut stamps = self.host_stamps.lock().unwrap_or_else(|e| e.into_inner());
+            let mut stamps = lock(&self.host_stamps);
             for ino in &changed_dirs {
                 stamps.remove(ino);
             }

@@ -29,6 +29,7 @@ use super::inode::{self, Node, NodeKind};
 use super::{read, H5Fs};
 use crate::io::ReadCtx;
 use crate::model::{Dataset, ObjectId, ObjectKind};
+use crate::sync::{read, write};
 use crate::views::{ByteOrderMode, View, ViewKind, ViewOptions, ViewSet};
 
 /// First sidecar inode number (see the module docs for why the range is free).
@@ -114,12 +115,7 @@ impl Views {
         ds: &Arc<Dataset>,
         build: impl FnOnce(&ViewOptions) -> ViewSet,
     ) -> Arc<ViewSet> {
-        if let Some((of, s)) = self
-            .sets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&ino)
-        {
+        if let Some((of, s)) = read(&self.sets).get(&ino) {
             if std::ptr::eq(of.as_ptr(), Arc::as_ptr(ds)) {
                 return s.clone();
             }
@@ -128,7 +124,7 @@ impl Views {
         if built.primary.is_none() && built.sidecars.is_empty() {
             return built;
         }
-        let mut map = self.sets.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = write(&self.sets);
         match map.get(&ino) {
             Some((of, s)) if std::ptr::eq(of.as_ptr(), Arc::as_ptr(ds)) => s.clone(),
             _ => {
@@ -140,13 +136,13 @@ impl Views {
 
     /// Remember a sidecar handed out (idempotent).
     pub fn remember(&self, ino: u64, sidecar: Sidecar) {
-        let mut map = self.sidecars.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = write(&self.sidecars);
         map.entry(ino).or_insert(sidecar);
     }
 
     /// The sidecar of `ino`, if it was handed out.
     pub fn sidecar(&self, ino: u64) -> Option<Sidecar> {
-        let map = self.sidecars.read().unwrap_or_else(|e| e.into_inner());
+        let map = read(&self.sidecars);
         map.get(&ino).cloned()
     }
 }

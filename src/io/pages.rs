@@ -14,16 +14,23 @@
 //! fetches in flight count against the data budget, and a claim that would exceed it is cut
 //! short (prefetch is only a hint).
 //!
-//! A fetch that fails hands its error, kind and message, to every reader that waited for its
-//! pages, and the pages stay failed for [`FAIL_HOLD`]: a reader asking for them again in
-//! that while (the kernel asks again at once for a read that failed) gets the same error at
-//! once, rather than waiting out another fetch's time bound.
+//! Each page being fetched is a flight of `crate::sync::flight`. A fetch that fails hands
+//! its error, kind and message, to every reader that waited for its pages, and the pages
+//! stay failed for [`FAIL_HOLD`]: a reader asking for them again in that while (the kernel
+//! asks again at once for a read that failed) gets the same error at once, rather than
+//! waiting out another fetch's time bound. A fetch that never ends its pages (a reader's
+//! fetch that panics, a claim or a filling dropped unfinished) fails them in the same way,
+//! so no reader waits for ever.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
+
+use crate::sync::flight::{on_panic, Flights, SharedIo};
+use crate::sync::lock;
 
 /// Page size: small, so scattered pieces cost little more than their bytes; callers fetch
 /// more around a miss where more is likely to be read (see `remote`).
@@ -34,29 +41,23 @@ pub const FAIL_HOLD: Duration = Duration::from_secs(3);
 /// Failed pages remembered at most (past that, the oldest are forgotten first).
 const FAILED_MAX: usize = 1 << 16;
 
-/// An error kept for the readers of a page: its kind and its message.
-type Kept = (std::io::ErrorKind, String);
-
-fn kept(e: &std::io::Error) -> Kept {
+/// A fetch's error as the readers of its pages get it: its kind and message (see
+/// [`crate::sync::flight`]).
+fn kept(e: std::io::Error) -> SharedIo {
     // Never `Interrupted`: readers retry that kind at once, and a held page would answer
     // them with it again and again.
-    let kind = match e.kind() {
-        std::io::ErrorKind::Interrupted => std::io::ErrorKind::Other,
-        k => k,
-    };
-    (kind, e.to_string())
+    match e.kind() {
+        std::io::ErrorKind::Interrupted => SharedIo::with_kind(std::io::ErrorKind::Other, e),
+        _ => SharedIo::new(e),
+    }
 }
 
 /// The error of an answer of `got` bytes for pages `first..end` (too few).
-fn short_answer(got: usize, first: u64, end: u64) -> Kept {
-    (
+fn short_answer(got: usize, first: u64, end: u64) -> SharedIo {
+    SharedIo::new(std::io::Error::new(
         std::io::ErrorKind::InvalidData,
         format!("{got} bytes answered for pages {first}..{end}"),
-    )
-}
-
-fn unkept((kind, text): &Kept) -> std::io::Error {
-    std::io::Error::new(*kind, text.clone())
+    ))
 }
 
 /// A page: the number of its object (sources sharing one cache) and its index.
@@ -67,13 +68,6 @@ type Key = (u64, u64);
 pub enum Class {
     Meta,
     Data,
-}
-
-/// A page being fetched: readers that need it wait here.
-#[derive(Default)]
-struct Flight {
-    done: Mutex<Option<Result<(), Kept>>>,
-    cv: Condvar,
 }
 
 struct Lru {
@@ -108,11 +102,12 @@ impl Lru {
 struct State {
     meta: Lru,
     data: Lru,
-    flying: HashMap<Key, Arc<Flight>>,
+    /// Pages being fetched: readers that need them wait for their flights.
+    flying: Flights<Key, (), SharedIo>,
     /// Bytes of fetches in flight.
     inflight: u64,
     /// Pages whose fetch failed, when, and why (see [`FAIL_HOLD`]).
-    failed: HashMap<Key, (Instant, Kept)>,
+    failed: HashMap<Key, (Instant, SharedIo)>,
     /// How long they stay failed ([`FAIL_HOLD`]; tests change it).
     hold: Duration,
 }
@@ -144,14 +139,14 @@ impl State {
     fn held(&mut self, p: Key) -> Option<std::io::Error> {
         let (when, e) = self.failed.get(&p)?;
         if when.elapsed() < self.hold {
-            return Some(unkept(e));
+            return Some(e.to_io());
         }
         self.failed.remove(&p);
         None
     }
 
     /// Hold the pages `run` of `obj` failed with `e` (see [`FAIL_HOLD`]).
-    fn hold_failed(&mut self, obj: u64, run: &[u64], e: &Kept) {
+    fn hold_failed(&mut self, obj: u64, run: &[u64], e: &SharedIo) {
         if self.failed.len() + run.len() > FAILED_MAX {
             let hold = self.hold;
             self.failed.retain(|_, (when, _)| when.elapsed() < hold);
@@ -174,20 +169,47 @@ impl State {
 }
 
 /// A run of pages claimed for a background fetch: fetch pages `first..end` (bytes from
-/// `first * PAGE`), then hand the result to [`PageCache::complete`].
-#[derive(Debug)]
+/// `first * PAGE`), then hand the result to [`PageCache::complete`] or land it through
+/// [`PageCache::filling`]. Dropped before that (its task panicked or was cancelled), it fails
+/// its pages' readers rather than leave them waiting.
 pub struct Claim {
     obj: u64,
     pub first: u64,
     pub end: u64,
     /// The pages of the run this claim is the flight of (others were cached or in flight).
     owned: Vec<u64>,
+    /// The cache's state, for the drop of a claim never completed.
+    state: Arc<Mutex<State>>,
+    /// Set once [`PageCache::complete`] ended it.
+    completed: AtomicBool,
 }
 
 impl Claim {
     /// The byte range to fetch, clipped to a source of `len` bytes.
     pub fn range(&self, len: u64) -> std::ops::Range<u64> {
         (self.first * PAGE).min(len)..(self.end * PAGE).min(len)
+    }
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("obj", &self.obj)
+            .field("first", &self.first)
+            .field("end", &self.end)
+            .field("owned", &self.owned)
+            .finish()
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        // A filling that ended its claim empties it (`end == first`).
+        if self.end > self.first && !self.completed.load(Ordering::Relaxed) {
+            lock(&self.state).release(self);
+            let e = std::io::Error::other("the fetch was dropped");
+            land(&self.state, self.obj, &self.owned, Err(SharedIo::new(e)));
+        }
     }
 }
 
@@ -201,7 +223,7 @@ pub struct PageStats {
 
 /// The cache (see the module docs).
 pub struct PageCache {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
 
 impl PageCache {
@@ -209,19 +231,19 @@ impl PageCache {
     /// (fetches in flight included).
     pub fn new(meta: u64, data: u64) -> PageCache {
         PageCache {
-            state: Mutex::new(State {
+            state: Arc::new(Mutex::new(State {
                 meta: Lru::new(meta),
                 data: Lru::new(data),
-                flying: HashMap::new(),
+                flying: Flights::new(),
                 inflight: 0,
                 failed: HashMap::new(),
                 hold: FAIL_HOLD,
-            }),
+            })),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// Hold the pages of a failed fetch failed for `hold` rather than [`FAIL_HOLD`].
@@ -286,8 +308,8 @@ impl PageCache {
                     if let Some(page) = st.get((obj, p)) {
                         copy_from(p * PAGE, &page, offset, buf);
                         copied[i] = true;
-                    } else if let Some(f) = st.flying.get(&(obj, p)) {
-                        waits.push(f.clone());
+                    } else if let Some(f) = st.flying.join((obj, p)) {
+                        waits.push(f);
                     } else if let Some(e) = st.held((obj, p)) {
                         return Err(e);
                     } else {
@@ -298,7 +320,7 @@ impl PageCache {
                     return Ok(());
                 }
                 for &p in &missing {
-                    st.flying.insert((obj, p), Arc::new(Flight::default()));
+                    st.flying.start((obj, p));
                 }
                 st.inflight += missing.len() as u64 * PAGE;
             }
@@ -311,7 +333,20 @@ impl PageCache {
                     j += 1;
                 }
                 let (first, count) = (missing[i], (j - i) as u64);
-                let got = fetch(first, count);
+                // Should the fetch panic, the pages of this run and of those after it are
+                // never fetched: fail their readers rather than leave them waiting.
+                let got = on_panic(
+                    || fetch(first, count),
+                    || {
+                        let rest = &missing[i..];
+                        {
+                            let mut st = self.lock();
+                            st.inflight = st.inflight.saturating_sub(rest.len() as u64 * PAGE);
+                        }
+                        let e = std::io::Error::other("the page fetch panicked");
+                        self.land(obj, rest, Err(SharedIo::new(e)));
+                    },
+                );
                 let run = &missing[i..j];
                 {
                     let mut st = self.lock();
@@ -327,24 +362,19 @@ impl PageCache {
                     Ok(bytes) => {
                         let e = short_answer(bytes.len(), first, first + count);
                         self.land(obj, run, Err(e.clone()));
-                        result = Err(unkept(&e));
+                        result = Err(e.to_io());
                     }
                     Err(e) => {
-                        self.land(obj, run, Err(kept(&e)));
-                        result = Err(e);
+                        let e = kept(e);
+                        self.land(obj, run, Err(e.clone()));
+                        result = Err(e.to_io());
                     }
                 }
                 i = j;
             }
             result?;
             for f in waits {
-                let mut done = f.done.lock().unwrap_or_else(|e| e.into_inner());
-                while done.is_none() {
-                    done = f.cv.wait(done).unwrap_or_else(|e| e.into_inner());
-                }
-                if let Some(Err(e)) = done.as_ref() {
-                    return Err(unkept(e));
-                }
+                f.wait().map_err(|e| e.to_io())?;
             }
             // Pages waited for may have been evicted meanwhile: go round again (they are
             // then missing, and fetched by this reader).
@@ -363,7 +393,7 @@ impl PageCache {
         'wanted: for &(a, b) in wanted {
             for p in a..b {
                 if st.contains((obj, p))
-                    || st.flying.contains_key(&(obj, p))
+                    || st.flying.contains((obj, p))
                     || st.held((obj, p)).is_some()
                 {
                     continue;
@@ -380,7 +410,7 @@ impl PageCache {
                     break 'wanted;
                 }
                 st.inflight += added * PAGE;
-                st.flying.insert((obj, p), Arc::new(Flight::default()));
+                st.flying.start((obj, p));
                 match claims.last_mut() {
                     Some(c) if joined => {
                         c.end = p + 1;
@@ -391,6 +421,8 @@ impl PageCache {
                         first: p,
                         end: p + 1,
                         owned: vec![p],
+                        state: self.state.clone(),
+                        completed: AtomicBool::new(false),
                     }),
                 }
             }
@@ -414,6 +446,9 @@ impl PageCache {
     /// End a background fetch: keep its bytes (data pages) and wake the readers waiting for
     /// its pages, or fail them with the error.
     pub fn complete(&self, claim: &Claim, len: u64, got: std::io::Result<Vec<u8>>) {
+        if claim.completed.swap(true, Ordering::Relaxed) {
+            return;
+        }
         self.lock().release(claim);
         match got {
             Ok(bytes)
@@ -430,7 +465,7 @@ impl PageCache {
                 &claim.owned,
                 Err(short_answer(bytes.len(), claim.first, claim.end)),
             ),
-            Err(e) => self.land(claim.obj, &claim.owned, Err(kept(&e))),
+            Err(e) => self.land(claim.obj, &claim.owned, Err(kept(e))),
         }
     }
 
@@ -472,20 +507,25 @@ impl PageCache {
     }
 
     /// End the flights of `run` with `result` (a failure holds its pages failed).
-    fn land(&self, obj: u64, run: &[u64], result: Result<(), Kept>) {
-        let flights: Vec<Arc<Flight>> = {
-            let mut st = self.lock();
-            if let Err(e) = &result {
-                st.hold_failed(obj, run, e);
-            }
-            run.iter()
-                .filter_map(|&p| st.flying.remove(&(obj, p)))
-                .collect()
-        };
-        for f in flights {
-            *f.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(result.clone());
-            f.cv.notify_all();
+    fn land(&self, obj: u64, run: &[u64], result: Result<(), SharedIo>) {
+        land(&self.state, obj, run, result);
+    }
+}
+
+/// End the flights of pages `run` of `obj` with `result` (a failure holds its pages failed),
+/// waking their readers once the lock of `state` is released.
+fn land(state: &Mutex<State>, obj: u64, run: &[u64], result: Result<(), SharedIo>) {
+    let flights: Vec<_> = {
+        let mut st = lock(state);
+        if let Err(e) = &result {
+            st.hold_failed(obj, run, e);
         }
+        run.iter()
+            .filter_map(|&p| st.flying.take((obj, p)))
+            .collect()
+    };
+    for f in flights {
+        f.land(result.clone());
     }
 }
 
@@ -562,20 +602,20 @@ impl Filling<'_> {
     pub fn finish(mut self, result: std::io::Result<()>) {
         let short = self.next < self.claim.end && self.page_len(self.next) > 0;
         let outcome = match result {
-            Err(e) => Err(kept(&e)),
-            Ok(()) if short => Err((
+            Err(e) => Err(kept(e)),
+            Ok(()) if short => Err(SharedIo::new(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!(
                     "the answer stopped at page {} of {}..{}",
                     self.next, self.claim.first, self.claim.end
                 ),
-            )),
+            ))),
             Ok(()) => Ok(()),
         };
         self.end(outcome);
     }
 
-    fn end(&mut self, outcome: Result<(), Kept>) {
+    fn end(&mut self, outcome: Result<(), SharedIo>) {
         self.cache.lock().release(&self.claim);
         let rest: Vec<u64> = std::mem::take(&mut self.claim.owned)
             .into_iter()
@@ -589,10 +629,9 @@ impl Filling<'_> {
 impl Drop for Filling<'_> {
     fn drop(&mut self) {
         if self.claim.end > self.claim.first {
-            self.end(Err((
-                std::io::ErrorKind::Other,
-                "the fetch was dropped".to_string(),
-            )));
+            self.end(Err(SharedIo::new(std::io::Error::other(
+                "the fetch was dropped",
+            ))));
         }
     }
 }
@@ -612,6 +651,34 @@ fn copy_from(start: u64, src: &[u8], offset: u64, buf: &mut [u8]) {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::mpsc;
+
+    /// How long a fetch waits for the readers that must join it, and the test for a reader
+    /// released: a bound only a broken flight (or a stalled machine) reaches.
+    const BOUND: Duration = Duration::from_secs(30);
+
+    /// Called by a fetch: block until a reader of page `p` of object 1 joined its flight.
+    fn wait_for_join(joins: &Mutex<mpsc::Receiver<Key>>, p: u64) {
+        match lock(joins).recv_timeout(BOUND) {
+            Ok(k) => assert_eq!(k, (1, p), "a reader of another page joined"),
+            Err(e) => panic!("no reader joined the fetch of page {p}: {e}"),
+        }
+    }
+
+    /// A reader of the first bytes of page `p` of object 1 (a source of `len` bytes), in a
+    /// thread of its own: its result arrives on the channel (none if it hangs).
+    fn reader(cache: &Arc<PageCache>, p: u64, len: u64) -> mpsc::Receiver<std::io::Result<()>> {
+        let (tx, rx) = mpsc::channel();
+        let cache = cache.clone();
+        std::thread::spawn(move || {
+            let mut b = vec![0u8; 8];
+            let r = cache.read(1, p * PAGE, &mut b, len, Class::Meta, |_, _| {
+                panic!("the page is in flight: not fetched again")
+            });
+            let _ = tx.send(r);
+        });
+        rx
+    }
 
     fn source(n: u64) -> Vec<u8> {
         (0..n).map(|i| (i % 251) as u8).collect()
@@ -790,7 +857,7 @@ mod tests {
             .unwrap();
         assert!(cache.has(1, 0, 6 * PAGE));
         // Page 2's flight is the other claim's: still in flight.
-        assert!(cache.lock().flying.contains_key(&(1, 2)));
+        assert!(cache.lock().flying.contains((1, 2)));
         // The answer stops short: the pages it did not bring fail their readers.
         fill.finish(Ok(()));
         assert!(!cache.has(1, 6 * PAGE, 1));
@@ -814,13 +881,114 @@ mod tests {
         let mut fill = cache.filling(claim, len);
         assert!(fill.push(&data[..(2 * PAGE + 1) as usize]).is_err());
         fill.finish(Err(std::io::Error::other("refused")));
-        assert!(cache.lock().flying.is_empty());
+        assert!(cache.lock().flying.keys().next().is_none());
         assert!(!cache.has(1, 0, 1));
         assert_eq!(cache.stats().inflight, 0);
         // Dropped unfinished: its pages fail, nothing stays in flight.
         let claim = cache.claim(1, &[(6, 8)], 0, 16).remove(0);
         drop(cache.filling(claim, len));
-        assert!(cache.lock().flying.is_empty());
+        assert!(cache.lock().flying.keys().next().is_none());
+        assert_eq!(cache.stats().inflight, 0);
+    }
+
+    #[test]
+    fn readers_waiting_for_a_fetch_get_its_error_kind_and_message() {
+        let len = 4 * PAGE;
+        let cache = Arc::new(PageCache::new(4 * PAGE, 4 * PAGE));
+        let joins = Mutex::new(cache.lock().flying.watch_joins());
+        // A reader's fetch fails once another reader waits for it: the object changed.
+        let stale = || std::io::Error::new(std::io::ErrorKind::StaleNetworkFileHandle, "changed");
+        let (fetching_tx, fetching) = mpsc::channel();
+        let c = cache.clone();
+        let first = std::thread::spawn(move || {
+            let mut b = vec![0u8; 8];
+            c.read(1, 0, &mut b, len, Class::Meta, |_, _| {
+                fetching_tx.send(()).unwrap();
+                wait_for_join(&joins, 0);
+                Err(stale())
+            })
+        });
+        fetching
+            .recv_timeout(BOUND)
+            .expect("the fetch did not start");
+        let waiter = reader(&cache, 0, len);
+        let e = waiter.recv_timeout(BOUND).expect("released").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::StaleNetworkFileHandle, "{e}");
+        assert_eq!(e.to_string(), "changed");
+        let e = first.join().unwrap().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::StaleNetworkFileHandle, "{e}");
+        // The same through a background fetch's claim.
+        let joins = Mutex::new(cache.lock().flying.watch_joins());
+        let claim = cache.claim(1, &[(2, 3)], 0, 4).remove(0);
+        let waiter = reader(&cache, 2, len);
+        wait_for_join(&joins, 2);
+        cache.complete(&claim, len, Err(stale()));
+        let e = waiter.recv_timeout(BOUND).expect("released").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::StaleNetworkFileHandle, "{e}");
+        assert_eq!(e.to_string(), "changed");
+        assert_eq!(cache.stats().inflight, 0);
+    }
+
+    #[test]
+    fn a_panicking_fetch_releases_its_readers() {
+        let data = source(4 * PAGE);
+        let len = data.len() as u64;
+        let cache = Arc::new(PageCache::new(4 * PAGE, 4 * PAGE));
+        let joins = Mutex::new(cache.lock().flying.watch_joins());
+        let (fetching_tx, fetching) = mpsc::channel();
+        let c = cache.clone();
+        // A read of pages 0..3 whose first fetch (page 0; 1 is cached by then, 2 after it)
+        // panics once a reader of page 2 waits for it.
+        let mut b = vec![0u8; 8];
+        c.read(1, PAGE, &mut b, len, Class::Meta, |f, n| {
+            Ok(data[(f * PAGE) as usize..((f + n) * PAGE) as usize].to_vec())
+        })
+        .unwrap();
+        let panicking = std::thread::spawn(move || {
+            let mut b = vec![0u8; (3 * PAGE) as usize];
+            c.read(
+                1,
+                0,
+                &mut b,
+                len,
+                Class::Meta,
+                |_, _| -> std::io::Result<Vec<u8>> {
+                    fetching_tx.send(()).unwrap();
+                    wait_for_join(&joins, 2);
+                    panic!("fetch bug")
+                },
+            )
+        });
+        fetching
+            .recv_timeout(BOUND)
+            .expect("the fetch did not start");
+        let waiter = reader(&cache, 2, len);
+        let e = waiter
+            .recv_timeout(BOUND)
+            .expect("the reader was not released")
+            .unwrap_err();
+        assert!(e.to_string().contains("panicked"), "{e}");
+        assert!(panicking.join().is_err(), "the fetch panicked");
+        assert!(cache.lock().flying.keys().next().is_none());
+        assert_eq!(cache.stats().inflight, 0);
+    }
+
+    #[test]
+    fn a_claim_dropped_unfinished_fails_its_readers() {
+        let len = 4 * PAGE;
+        let cache = Arc::new(PageCache::new(4 * PAGE, 4 * PAGE));
+        let joins = Mutex::new(cache.lock().flying.watch_joins());
+        let claim = cache.claim(1, &[(1, 3)], 0, 4).remove(0);
+        let waiter = reader(&cache, 2, len);
+        wait_for_join(&joins, 2);
+        // As when the task holding it panics or is cancelled.
+        drop(claim);
+        let e = waiter
+            .recv_timeout(BOUND)
+            .expect("the reader was not released")
+            .unwrap_err();
+        assert!(e.to_string().contains("dropped"), "{e}");
+        assert!(cache.lock().flying.keys().next().is_none());
         assert_eq!(cache.stats().inflight, 0);
     }
 }

@@ -822,15 +822,15 @@ mod tests {
             let g = f.clone();
             let r = std::thread::spawn(move || match poison {
                 0 => {
-                    let _held = g.headers.lock();
+                    let _held = lock(&g.headers);
                     panic!("while holding the header cache");
                 }
                 1 => {
-                    let _held = g.links.lock();
+                    let _held = lock(&g.links);
                     panic!("while holding the link cache");
                 }
                 _ => {
-                    let _held = g.datasets.lock();
+                    let _held = lock(&g.datasets);
                     panic!("while holding the dataset cache");
                 }
             })

@@ -45,6 +45,7 @@ use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::io::{ByteSource, Opener};
 use crate::layout::external::RawOpener;
+use crate::sync::lock;
 
 /// Index of a file known to a resolver.
 pub type FileIdx = u32;
@@ -270,7 +271,7 @@ impl Resolver {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// The mount root (absolute, folded).
@@ -452,8 +453,7 @@ impl Resolver {
     /// the owner keeps it.
     pub(super) fn adopt(&self, idx: FileIdx, file: &Arc<File>) {
         if let Ok(slot) = self.slot(idx) {
-            *slot.last.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(WeakHandle::Hdf5(Arc::downgrade(file)));
+            *lock(&slot.last) = Some(WeakHandle::Hdf5(Arc::downgrade(file)));
             slot.owned.store(true, Ordering::Release);
         }
     }
@@ -492,9 +492,8 @@ impl Resolver {
     pub fn replace(&self, idx: FileIdx, file: Arc<File>, pin: bool) {
         let slot = self.lock().slots.get(idx as usize).cloned();
         if let Some(slot) = slot {
-            *slot.last.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(WeakHandle::Hdf5(Arc::downgrade(&file)));
-            *slot.failed.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *lock(&slot.last) = Some(WeakHandle::Hdf5(Arc::downgrade(&file)));
+            *lock(&slot.failed) = None;
             slot.owned.store(false, Ordering::Release);
         }
         let mut st = self.lock();
@@ -518,8 +517,8 @@ impl Resolver {
             st.slots.get(idx as usize).cloned()
         };
         if let Some(slot) = slot {
-            *slot.last.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            *slot.failed.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *lock(&slot.last) = None;
+            *lock(&slot.failed) = None;
             slot.cache_file
                 .store(self.cache.new_file_id(), Ordering::Release);
         }
@@ -562,12 +561,7 @@ impl Resolver {
         if let Some(h) = st.open.get(&idx) {
             return Some(h.clone());
         }
-        let back = slot
-            .last
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .and_then(WeakHandle::upgrade)?;
+        let back = lock(&slot.last).as_ref().and_then(WeakHandle::upgrade)?;
         if slot.owned.load(Ordering::Acquire) {
             return Some(back);
         }
@@ -592,15 +586,10 @@ impl Resolver {
         if let Some(h) = self.cached(idx, &slot) {
             return Ok(h);
         }
-        if let Some(e) = slot
-            .failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
+        if let Some(e) = lock(&slot.failed).clone() {
             return Err(e);
         }
-        let _one = slot.opening.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = lock(&slot.opening);
         if let Some(h) = self.cached(idx, &slot) {
             return Ok(h);
         }
@@ -628,13 +617,13 @@ impl Resolver {
                 // A file that does not open is not tried again for every request: its
                 // error stands until the file is forgotten (a refresh saw it change).
                 if !matches!(e, Error::Io { .. } | Error::Open { .. }) {
-                    *slot.failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.clone());
+                    *lock(&slot.failed) = Some(e.clone());
                 }
                 return Err(e);
             }
         };
         self.opens.fetch_add(1, Ordering::Relaxed);
-        *slot.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(h.downgrade());
+        *lock(&slot.last) = Some(h.downgrade());
         let mut st = self.lock();
         st.open.put(idx, h.clone());
         self.evict(&mut st);

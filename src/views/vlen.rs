@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::format::global_heap::{GlobalHeapCollection, GlobalHeapId};
 use crate::io::{Cursor, UNDEFINED_ADDR};
 use crate::model::{Dataset, File};
+use crate::sync::lock;
 
 /// Collections kept by a [`HeapCache`]; each is one read of at least 4 KiB, and vlen data is
 /// usually written into a few consecutive collections.
@@ -100,11 +101,7 @@ impl HeapCache {
     /// is refused before it is read (see [`GlobalHeapCollection::object_up_to`]); a shorter
     /// one is returned as it is, for the caller to judge.
     pub fn object(&self, file: &File, id: GlobalHeapId, expected: u64) -> Result<Vec<u8>> {
-        let cached = self
-            .heaps
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&id.collection).cloned());
+        let cached = lock(&self.heaps).get(&id.collection).cloned();
         let col = match cached {
             Some(c) => c,
             None => {
@@ -113,12 +110,11 @@ impl HeapCache {
                     id.collection,
                     file.sizes(),
                 )?);
-                if let Ok(mut m) = self.heaps.lock() {
-                    if m.len() >= HEAP_CACHE {
-                        m.clear();
-                    }
-                    m.insert(id.collection, c.clone());
+                let mut m = lock(&self.heaps);
+                if m.len() >= HEAP_CACHE {
+                    m.clear();
                 }
+                m.insert(id.collection, c.clone());
                 c
             }
         };

@@ -327,7 +327,7 @@ impl Opener for RemoteOrigin {
 
     fn list(&self, path: &str) -> std::io::Result<Vec<OriginEntry>> {
         let key = path.trim_matches('/').to_string();
-        let lock = || self.dirs.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = || crate::sync::lock(&self.dirs);
         if let Some(l) = lock().get(&key) {
             return Ok(l.as_ref().clone());
         }
@@ -343,7 +343,7 @@ impl Opener for RemoteOrigin {
     fn listed(&self, path: &str) -> Option<OriginEntry> {
         let path = path.trim_matches('/');
         let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
-        let dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
+        let dirs = crate::sync::lock(&self.dirs);
         let l = dirs.get(dir)?;
         let i = l.binary_search_by(|e| e.name.as_str().cmp(name)).ok()?;
         Some(l[i].clone()).filter(|e| !e.dir)

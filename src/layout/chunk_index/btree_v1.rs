@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::format::btree_v1::{BtreeV1Node, ChunkKey, NodeKeys, NODE_TYPE_CHUNK};
 use crate::format::limits::MAX_TREE_DEPTH;
 use crate::io::UNDEFINED_ADDR;
+use crate::sync::lock;
 
 const WHAT: &str = "v1 B-tree chunk index";
 
@@ -50,8 +51,7 @@ impl BtreeV1Index {
     }
 
     fn node(&self, addr: u64) -> Result<Arc<BtreeV1Node>> {
-        let lock = || self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = lock().get(&addr) {
+        if let Some(n) = lock(&self.nodes).get(&addr) {
             return Ok(n.clone());
         }
         let rank = self.params.chunk_dims.len();
@@ -64,7 +64,7 @@ impl BtreeV1Index {
             ));
         }
         let n = Arc::new(n);
-        lock().put(addr, n.clone());
+        lock(&self.nodes).put(addr, n.clone());
         Ok(n)
     }
 }
@@ -130,7 +130,7 @@ impl ChunkIndex for BtreeV1Index {
             }
             let n = self.node_len();
             let missing: Vec<(u64, u64)> = {
-                let cached = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+                let cached = lock(&self.nodes);
                 below
                     .iter()
                     .filter(|a| !cached.contains(a))

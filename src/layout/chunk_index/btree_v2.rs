@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::format::btree_v2::records::ChunkBtRecord;
 use crate::format::btree_v2::{read_node, BtreeV2Header, Node};
 use crate::io::UNDEFINED_ADDR;
+use crate::sync::lock;
 
 /// Decoded nodes kept per index. Each holds at most one node's worth of records, so this
 /// bounds the cache at 128 × node size (a few hundred KiB with the default 2 KiB nodes), and
@@ -101,7 +102,7 @@ impl BtreeV2Index {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<u64, Arc<Node>>> {
         // A panic elsewhere while holding the lock leaves a consistent cache: keep using it.
-        self.nodes.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.nodes)
     }
 }
 

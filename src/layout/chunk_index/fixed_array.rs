@@ -14,6 +14,7 @@ use super::{linear_index, max_chunk_grid, ChunkIndex, ChunkRecord, IndexParams};
 use crate::error::{Error, Result};
 use crate::format::fixed_array::{element_at, FixedArrayDataBlock, FixedArrayHeader};
 use crate::io::UNDEFINED_ADDR;
+use crate::sync::lock;
 
 const WHAT: &str = "fixed array chunk index";
 
@@ -55,7 +56,7 @@ impl FixedArrayIndex {
     }
 
     fn data_block(&self, header: &FixedArrayHeader) -> Result<Arc<FixedArrayDataBlock>> {
-        let mut slot = self.dblock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = lock(&self.dblock);
         if let Some(d) = slot.as_ref() {
             return Ok(d.clone());
         }
@@ -74,20 +75,12 @@ impl FixedArrayIndex {
         dblock: &FixedArrayDataBlock,
         page: u64,
     ) -> Result<Arc<Vec<u8>>> {
-        if let Some(p) = self
-            .pages
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&page)
-        {
+        if let Some(p) = lock(&self.pages).get(&page) {
             return Ok(p.clone());
         }
         // Read without holding the lock; a racing reader may read the same page twice.
         let p = Arc::new(dblock.read_page(&self.params.storage, header, page)?);
-        self.pages
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .put(page, p.clone());
+        lock(&self.pages).put(page, p.clone());
         Ok(p)
     }
 }
@@ -122,7 +115,7 @@ impl ChunkIndex for FixedArrayIndex {
         // The first pages from `lo`: the lookups reach the rest themselves.
         let p1 = p1.min(p0.saturating_add(super::MAX_PREPARED as u64 - 1));
         let missing: Vec<(u64, u64)> = {
-            let cached = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+            let cached = lock(&self.pages);
             (p0..=p1)
                 .filter(|&p| dblock.page_initialized(p) && !cached.contains(&p))
                 .filter_map(|p| dblock.page_range(header, p))

@@ -448,10 +448,7 @@ mod tests {
             self.file.len()
         }
         fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-            self.events
-                .lock()
-                .unwrap()
-                .push((false, offset, buf.len() as u64));
+            crate::sync::lock(&self.events).push((false, offset, buf.len() as u64));
             self.file.read_at(offset, buf)
         }
         fn identity(&self) -> String {
@@ -477,7 +474,7 @@ mod tests {
         }
         fn note_data(&self, _: u64, _: u64, _: &crate::io::DataHint, _: crate::io::ReadCtx) {}
         fn prefetch(&self, ranges: &[(u64, u64)]) {
-            let mut e = self.events.lock().unwrap();
+            let mut e = crate::sync::lock(&self.events);
             e.extend(ranges.iter().map(|&(a, n)| (true, a, n)));
         }
         fn page_size_hint(&self, _: u64) {}
@@ -492,7 +489,7 @@ mod tests {
 
     impl Recording {
         fn take(&self) -> Vec<(bool, u64, u64)> {
-            std::mem::take(&mut *self.events.lock().unwrap())
+            std::mem::take(&mut *crate::sync::lock(&self.events))
         }
     }
 
