@@ -266,6 +266,70 @@ impl Chunked {
         })
     }
 
+    /// The dataset's chunk shape, one per dimension.
+    pub(crate) fn chunk_dims(&self) -> &[u64] {
+        &self.chunk_dims
+    }
+
+    /// The merged chunk coordinates of the chunk at dataset chunk coordinates `coords`;
+    /// `None` when they are not one chunk's (wrong rank, past the grid, or non-zero in a
+    /// dimension merged into another).
+    fn merged(&self, coords: &[u64]) -> Option<Vec<u64>> {
+        if coords.len() != self.geom.rank || coords.is_empty() {
+            return None;
+        }
+        let inside = coords
+            .iter()
+            .zip(self.dims.iter().zip(&self.chunk_dims))
+            .all(|(&c, (&d, &cd))| c < d.div_ceil(cd).max(1));
+        if !inside {
+            return None;
+        }
+        let m: Vec<u64> = self
+            .geom
+            .first
+            .iter()
+            .map(|f| f.and_then(|i| coords.get(i).copied()).unwrap_or(0))
+            .collect();
+        (self.full_coords(&m) == coords).then_some(m)
+    }
+
+    /// The stored chunk at dataset chunk coordinates `coords`: its index record and whether
+    /// it is stored raw (no filter applies to it); `None` when it was never written or the
+    /// coordinates are not a chunk's.
+    pub(crate) fn stored_chunk(&self, coords: &[u64]) -> Result<Option<(ChunkRecord, bool)>> {
+        match self.merged(coords) {
+            Some(m) => self.locate(&m),
+            None => Ok(None),
+        }
+    }
+
+    /// The decoded chunk at dataset chunk coordinates `coords` (the whole chunk, edges
+    /// included, as HDF5 stores it), through the chunk cache; `None` when never written.
+    pub(crate) fn decoded_chunk(&self, ctx: ReadCtx, coords: &[u64]) -> Result<Option<ChunkBytes>> {
+        match self.merged(coords) {
+            Some(m) => self.fetch(&self.storage.for_read(ctx), &m),
+            None => Ok(None),
+        }
+    }
+
+    /// The stored bytes of chunk record `rec` (as in the file, filtered).
+    pub(crate) fn read_stored(&self, ctx: ReadCtx, rec: &ChunkRecord) -> Result<Vec<u8>> {
+        if rec.size > self.storage.available(rec.addr) {
+            return Err(Error::truncated(
+                "chunk",
+                rec.addr,
+                rec.size,
+                self.storage.available(rec.addr),
+            ));
+        }
+        let mut out = vec![0u8; rec.size as usize];
+        self.storage
+            .for_read(ctx)
+            .read_data(rec.addr, &mut out, "chunk")?;
+        Ok(out)
+    }
+
     /// Use `index` instead of opening the one the layout message describes.
     pub(crate) fn set_index(&self, index: Box<dyn ChunkIndex>) {
         let _ = self.index.set(index);

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::FilterPipeline;
 use crate::format::messages::layout::{Layout, LayoutClass};
 use crate::io::{ReadCtx, Sizes, Storage};
+pub use chunk_index::ChunkRecord;
 
 /// One segment of external storage, with its file name already resolved to a path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,6 +163,45 @@ impl DataReader {
             c.set_index(index);
         }
         Ok(reader)
+    }
+
+    /// The chunk shape of a chunked dataset; `None` for other layouts.
+    pub fn chunk_dims(&self) -> Option<&[u64]> {
+        match &self.kind {
+            Kind::Chunked(r) => Some(r.chunk_dims()),
+            _ => None,
+        }
+    }
+
+    /// The stored chunk of a chunked dataset at chunk coordinates `coords` (one per
+    /// dimension, in chunk units): where it is, its stored size and filter mask, and whether
+    /// it is stored raw (no filter applies to it: an unfiltered dataset, or a partial edge
+    /// chunk a file stores unfiltered). `None` when it was never written, for coordinates
+    /// outside the grid, and for other layouts.
+    pub fn stored_chunk(&self, coords: &[u64]) -> Result<Option<(ChunkRecord, bool)>> {
+        match &self.kind {
+            Kind::Chunked(r) => r.stored_chunk(coords),
+            _ => Ok(None),
+        }
+    }
+
+    /// The decoded bytes of the chunk at `coords` (the whole chunk, as HDF5 stores it:
+    /// the parts past the dataset's edges included), through the chunk cache; `None` when
+    /// never written or not a chunked dataset.
+    pub fn decoded_chunk(&self, ctx: ReadCtx, coords: &[u64]) -> Result<Option<ChunkBytes>> {
+        match &self.kind {
+            Kind::Chunked(r) => r.decoded_chunk(ctx, coords),
+            _ => Ok(None),
+        }
+    }
+
+    /// The stored (filtered) bytes of the chunk `rec` of a chunked dataset, as they are in
+    /// the file.
+    pub fn read_stored_chunk(&self, ctx: ReadCtx, rec: &ChunkRecord) -> Result<Vec<u8>> {
+        match &self.kind {
+            Kind::Chunked(r) => r.read_stored(ctx, rec),
+            _ => Err(Error::Invalid("not a chunked dataset".into())),
+        }
     }
 
     /// Size of the virtual file: npoints × element size.

@@ -17,7 +17,7 @@ use crate::format::messages::{types, Message};
 use crate::format::object_header::{ObjectHeader, RawMessage};
 use crate::io::ReadCtx;
 use crate::layout::external::{ExternalFiles, RawOpener};
-use crate::layout::{DataReader, ExternalSegment, LayoutParams};
+use crate::layout::{ChunkRecord, DataReader, ExternalSegment, LayoutParams};
 
 /// What `inspect` and xattrs show of a dataset.
 #[derive(Clone, Debug)]
@@ -195,6 +195,42 @@ impl Dataset {
         match &self.reader {
             ReaderState::Ready(r) => r.prepare_index(offset, len),
             _ => Ok(()),
+        }
+    }
+
+    /// The chunk shape of a chunked dataset h5mount can read; `None` otherwise.
+    pub fn chunk_dims(&self) -> Option<&[u64]> {
+        match &self.reader {
+            ReaderState::Ready(r) => r.chunk_dims(),
+            _ => None,
+        }
+    }
+
+    /// The stored chunk at chunk coordinates `coords` of a chunked dataset, and whether it is
+    /// stored raw (see [`DataReader::stored_chunk`]); `None` when never written.
+    pub fn stored_chunk(&self, coords: &[u64]) -> Result<Option<(ChunkRecord, bool)>> {
+        match &self.reader {
+            ReaderState::Ready(r) => r.stored_chunk(coords),
+            _ => self.read_at(0, &mut []).map(|_| None),
+        }
+    }
+
+    /// The decoded chunk at chunk coordinates `coords` of a chunked dataset (see
+    /// [`DataReader::decoded_chunk`]); `None` when never written.
+    pub fn decoded_chunk(&self, ctx: ReadCtx, coords: &[u64]) -> Result<Option<ChunkBytes>> {
+        match &self.reader {
+            ReaderState::Ready(r) => r.decoded_chunk(ctx, coords),
+            _ => self.read_at(0, &mut []).map(|_| None),
+        }
+    }
+
+    /// The stored (filtered) bytes of chunk `rec`, as they are in the file.
+    pub fn read_stored_chunk(&self, ctx: ReadCtx, rec: &ChunkRecord) -> Result<Vec<u8>> {
+        match &self.reader {
+            ReaderState::Ready(r) => r.read_stored_chunk(ctx, rec),
+            _ => self
+                .read_at(0, &mut [])
+                .and(Err(Error::Invalid("not a chunked dataset".into()))),
         }
     }
 

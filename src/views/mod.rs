@@ -24,6 +24,7 @@ pub mod npy;
 pub mod text;
 pub mod tiff;
 pub mod vlen;
+pub mod zarr;
 
 use std::sync::Arc;
 
