@@ -289,6 +289,22 @@ impl ZarrArray {
         }
     }
 
+    /// The length of chunk key `coords` without reading it (a stored chunk's size, or a
+    /// decoded chunk's); `None` when it has no key.
+    pub fn chunk_len(&self, coords: &[u64]) -> Result<Option<u64>> {
+        match self.grid {
+            Grid::Stored => Ok(self.ds.stored_chunk(coords)?.map(|(rec, _)| {
+                if self.is_pass_through() {
+                    rec.size
+                } else {
+                    self.chunk_bytes()
+                }
+            })),
+            Grid::Virtual { .. } if self.shape.is_empty() => Ok(Some(self.ds.len())),
+            Grid::Virtual { .. } => Ok(self.chunk_exists(coords)?.then(|| self.chunk_bytes())),
+        }
+    }
+
     /// The bytes of chunk key `coords`, read for `ctx`; `None` when it has no key.
     pub fn chunk(&self, ctx: ReadCtx, coords: &[u64]) -> Result<Option<Vec<u8>>> {
         match self.grid {
