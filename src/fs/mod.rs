@@ -32,7 +32,7 @@ pub mod stats;
 pub mod views;
 pub mod xattr;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,8 +66,9 @@ pub struct FsOptions {
     pub refresh: Option<Duration>,
 }
 
-/// Most distinct failures remembered for log-once; beyond it, failures are logged every time
-/// rather than growing the set without bound.
+/// Distinct failures remembered for log-once, the most recent kept: a failure forgotten
+/// (more than this many others came after it) is logged again when it recurs, so the log
+/// grows with the distinct failures a mount meets, never with the reads that repeat them.
 const MAX_LOGGED: usize = 100_000;
 
 /// What `statfs` reports.
@@ -112,7 +113,7 @@ pub struct H5Fs {
     listings_gen: AtomicU64,
     /// Failed reads ask the refresh thread for a check here ([`refresh`]).
     wakeup: refresh::Wakeup,
-    logged: Mutex<HashSet<String>>,
+    logged: Mutex<lru::LruCache<String, ()>>,
     /// Open-file streams and the decode-ahead workers.
     prefetch: prefetch::Prefetcher,
     /// Readahead by listing order: fetching (remote sources) and decoding the datasets after
@@ -192,7 +193,9 @@ impl H5Fs {
             listings: RwLock::new(HashMap::new()),
             listings_gen: AtomicU64::new(0),
             wakeup: refresh::Wakeup::default(),
-            logged: Mutex::new(HashSet::new()),
+            logged: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(MAX_LOGGED).unwrap_or(std::num::NonZeroUsize::MIN),
+            )),
             views,
             stats: stats::Stats::default(),
             host_stamps: Mutex::new(HashMap::new()),
@@ -262,7 +265,7 @@ impl H5Fs {
     /// Log `msg` about `path` unless the same key was logged before.
     pub fn log_once(&self, key: &str, msg: impl FnOnce() -> String) {
         let mut logged = lock(&self.logged);
-        if logged.len() >= MAX_LOGGED || logged.insert(key.to_string()) {
+        if logged.put(key.to_string(), ()).is_none() {
             log::warn!("{}", msg());
         }
     }
