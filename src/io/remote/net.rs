@@ -131,12 +131,13 @@ pub fn net_stats() -> NetStats {
     }
 }
 
-/// Sends requests through our `reqwest` client, counting them and vetting their answers.
+/// Sends requests through an inner service (our `reqwest` client; in tests, canned
+/// answers), counting them and vetting their answers.
 #[derive(Debug)]
-pub(super) struct Counting(reqwest::Client);
+pub(super) struct Counting<S>(pub(super) S);
 
 #[async_trait::async_trait]
-impl HttpService for Counting {
+impl<S: HttpService> HttpService for Counting<S> {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
         let counter = match req.method().as_str() {
             "HEAD" => &NET.heads,
