@@ -116,6 +116,8 @@ mod object;
 mod origin;
 mod readahead;
 #[cfg(test)]
+mod store_tests;
+#[cfg(test)]
 mod tests;
 
 pub use context::{totals, RemoteStats};
