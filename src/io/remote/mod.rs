@@ -113,6 +113,10 @@ pub const RA_MAX: u64 = 16 << 20;
 /// at once (up to half the data budget).
 pub const RA_FIRST: u64 = 128 << 10;
 
+#[cfg(test)]
+mod canned;
+#[cfg(test)]
+mod canned_tests;
 mod context;
 mod error;
 mod list;
@@ -121,6 +125,8 @@ mod net;
 mod object;
 mod origin;
 mod readahead;
+#[cfg(test)]
+mod store_tests;
 #[cfg(test)]
 mod tests;
 

@@ -140,13 +140,13 @@ impl Net {
     }
 }
 
-/// Sends requests through our `reqwest` client, counting them (in the `Net` it holds) and
-/// vetting their answers.
+/// Sends requests through an inner service (our `reqwest` client; in tests, canned
+/// answers), counting them (in the `Net` it holds) and vetting their answers.
 #[derive(Debug)]
-pub(super) struct Counting(reqwest::Client, Arc<Net>);
+pub(super) struct Counting<S>(pub(super) S, pub(super) Arc<Net>);
 
 #[async_trait::async_trait]
-impl HttpService for Counting {
+impl<S: HttpService> HttpService for Counting<S> {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
         let net = &self.1;
         let counter = match req.method().as_str() {
