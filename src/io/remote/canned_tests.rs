@@ -250,6 +250,23 @@ fn a_range_in_another_content_encoding_is_refused() {
 }
 
 #[test]
+fn several_ranges_in_another_content_encoding_stop_them_at_once() {
+    // A server that compresses its answers to GETs of several ranges (and only those):
+    // such GETs are sent no more after the first, not retried until the bound, and the
+    // ranges come one at a time, right.
+    let (r, canned, data) = hinted("multi-gzip", |data, req| {
+        if req.is_multi() {
+            multi_reply(&parts_of(data, &req.ranges())).with("content-encoding", "gzip")
+        } else {
+            honest(data, ETAG, req)
+        }
+    });
+    read_all(&r, &data, &pieces()).expect("read one range at a time");
+    assert!(!multi_on(&r));
+    assert_eq!(canned.gets().1, 1, "one GET of several ranges, not retried");
+}
+
+#[test]
 fn the_whole_object_for_one_range_is_refused_unread() {
     refused_then_served("whole-for-one", |d, _| Reply::new(200, d.to_vec()));
     let data = bytes_of(LEN, 13);

@@ -117,7 +117,7 @@ pub(crate) fn chain(e: &(dyn StdError + 'static)) -> String {
 
 /// The kind of a failure among the causes of `e`, when one of them says (an answer we
 /// refused; the HTTP client's own kinds).
-fn cause_kind(e: &(dyn StdError + 'static)) -> Option<RemoteKind> {
+pub(super) fn cause_kind(e: &(dyn StdError + 'static)) -> Option<RemoteKind> {
     let mut source = Some(e);
     let mut depth = 0;
     while let Some(s) = source {

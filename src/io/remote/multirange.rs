@@ -10,7 +10,7 @@ use object_store::client::{HttpClient, HttpRequestBody};
 
 use super::super::byteranges;
 use super::super::pages::Claim;
-use super::error::{io_err, out_of_time, remote_err, RemoteKind};
+use super::error::{chain, io_err, out_of_time, remote_err, RemoteKind};
 use super::object::Inner;
 
 /// GETs of several ranges at once, for an object behind an HTTP server (S3 does not serve
@@ -270,11 +270,14 @@ impl Inner {
         let req = req
             .body(HttpRequestBody::empty())
             .map_err(|e| MultiFail::Unsupported(e.to_string()))?;
-        let answer = m
-            .client
-            .execute(req)
-            .await
-            .map_err(|e| MultiFail::Again(e.to_string()))?;
+        // An answer our client refused (another content encoding, say) is no passing fault:
+        // the server answers such GETs in a way we cannot use, so it is sent no more.
+        let answer = m.client.execute(req).await.map_err(|e| {
+            match super::error::cause_kind(&e) {
+                Some(RemoteKind::Refused) => MultiFail::Unsupported(chain(&e)),
+                _ => MultiFail::Again(e.to_string()),
+            }
+        })?;
         let status = answer.status().as_u16();
         match multi_status(status) {
             MultiStatus::Parts => {}
