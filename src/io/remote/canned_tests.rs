@@ -329,7 +329,8 @@ fn a_content_range_of_another_range_fails_the_read() {
     let e = r
         .read_at((1 << 20) + 5000, &mut b)
         .expect_err("not the range asked for");
-    assert!(RemoteKind::of(&e).is_some(), "{e}");
+    assert_eq!(RemoteKind::of(&e), Some(RemoteKind::Refused), "{e}");
+    assert_eq!(canned.gets().0, 1, "a wrong answer is not retried");
 }
 
 #[test]

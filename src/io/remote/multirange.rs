@@ -272,12 +272,14 @@ impl Inner {
             .map_err(|e| MultiFail::Unsupported(e.to_string()))?;
         // An answer our client refused (another content encoding, say) is no passing fault:
         // the server answers such GETs in a way we cannot use, so it is sent no more.
-        let answer = m.client.execute(req).await.map_err(|e| {
-            match super::error::cause_kind(&e) {
-                Some(RemoteKind::Refused) => MultiFail::Unsupported(chain(&e)),
-                _ => MultiFail::Again(e.to_string()),
-            }
-        })?;
+        let answer =
+            m.client
+                .execute(req)
+                .await
+                .map_err(|e| match super::error::cause_kind(&e) {
+                    Some(RemoteKind::Refused) => MultiFail::Unsupported(chain(&e)),
+                    _ => MultiFail::Again(e.to_string()),
+                })?;
         let status = answer.status().as_u16();
         match multi_status(status) {
             MultiStatus::Parts => {}

@@ -162,7 +162,8 @@ impl<S: HttpService> HttpService for Counting<S> {
             .headers()
             .get(http::header::RANGE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| !v.contains(','));
+            .filter(|v| !v.contains(','))
+            .map(asked_range);
         let t = Instant::now();
         let r = HttpService::call(&self.0, req).await;
         net.latency[bucket_of(t.elapsed())].fetch_add(1, Ordering::Relaxed);
@@ -194,8 +195,66 @@ fn refused(why: String) -> HttpError {
     HttpError::new(HttpErrorKind::Decode, Refused(why))
 }
 
+/// The range a `Range` header of one range asks for: its first byte and, when bounded, its
+/// last (`None` for a header that is no `bytes=a-b` or `bytes=a-`).
+pub(super) fn asked_range(header: &str) -> Option<(u64, Option<u64>)> {
+    let spec = header.trim().strip_prefix("bytes=")?;
+    let (a, b) = spec.split_once('-')?;
+    let a = a.trim().parse().ok()?;
+    let b = match b.trim() {
+        "" => None,
+        b => Some(b.parse().ok()?),
+    };
+    Some((a, b))
+}
+
+/// Why the `Content-Range` of a 206 answer does not answer the range asked for, if it does
+/// not: it must start where asked and end where asked, or earlier only at the object's end.
+pub(super) fn wrong_range(
+    asked: (u64, Option<u64>),
+    content_range: Option<&str>,
+) -> Option<String> {
+    let Some(cr) = content_range else {
+        return Some("a partial answer without Content-Range".into());
+    };
+    let parsed = (|| {
+        let rest = cr.trim().strip_prefix("bytes ")?;
+        let (range, total) = rest.split_once('/')?;
+        let (a, b) = range.split_once('-')?;
+        let total: Option<u64> = match total.trim() {
+            "*" => None,
+            t => Some(t.parse().ok()?),
+        };
+        Some((
+            a.trim().parse::<u64>().ok()?,
+            b.trim().parse::<u64>().ok()?,
+            total,
+        ))
+    })();
+    let Some((a, b, total)) = parsed else {
+        return Some(format!(
+            "Content-Range {:?} is not a range",
+            super::error::one_line(cr)
+        ));
+    };
+    let ends_early_at_end = |want: u64| b < want && total == b.checked_add(1);
+    let fits = a == asked.0 && b >= a && asked.1.is_none_or(|w| b == w || ends_early_at_end(w));
+    (!fits).then(|| {
+        format!(
+            "the answer holds bytes {a}-{b}, not the range asked for ({}-{})",
+            asked.0,
+            asked.1.map_or(String::new(), |w| w.to_string())
+        )
+    })
+}
+
 /// The answer `a` as it may reach `object_store`, or why it may not (see the module docs).
-fn vet(a: HttpResponse, one_range: bool) -> Result<HttpResponse, HttpError> {
+/// `one_range`: the request was a GET of one range, and which (`None`: a header we do not
+/// read, left to `object_store`).
+fn vet(
+    a: HttpResponse,
+    one_range: Option<Option<(u64, Option<u64>)>>,
+) -> Result<HttpResponse, HttpError> {
     if let Some(enc) = a.headers().get(http::header::CONTENT_ENCODING) {
         let enc = String::from_utf8_lossy(enc.as_bytes())
             .trim()
@@ -208,11 +267,20 @@ fn vet(a: HttpResponse, one_range: bool) -> Result<HttpResponse, HttpError> {
         }
     }
     let status = a.status().as_u16();
-    if one_range && status == 200 {
+    if one_range.is_some() && status == 200 {
         return Err(refused(
             "the server ignored the range asked for (it answered 200 with the whole object)"
                 .to_string(),
         ));
+    }
+    if let (Some(Some(asked)), 206) = (one_range, status) {
+        let cr = a
+            .headers()
+            .get(http::header::CONTENT_RANGE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        if let Some(why) = wrong_range(asked, cr.as_deref()) {
+            return Err(refused(why));
+        }
     }
     if status < 300 {
         return Ok(a);

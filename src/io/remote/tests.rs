@@ -57,3 +57,30 @@ fn latency_percentiles_come_from_buckets() {
     assert_eq!(bucket_of(Duration::ZERO), 0);
     assert_eq!(bucket_of(Duration::from_secs(1 << 30)), BUCKETS - 1);
 }
+
+#[test]
+fn a_partial_answer_must_hold_the_range_asked_for() {
+    use super::net::{asked_range, wrong_range};
+    assert_eq!(asked_range("bytes=10-19"), Some((10, Some(19))));
+    assert_eq!(asked_range("bytes=10-"), Some((10, None)));
+    assert_eq!(asked_range("bytes=-5"), None);
+    assert_eq!(asked_range("items=1-2"), None);
+    let asked = (10, Some(19));
+    assert_eq!(wrong_range(asked, Some("bytes 10-19/100")), None);
+    assert_eq!(wrong_range(asked, Some("bytes 10-19/*")), None);
+    // Shorter only where the object ends.
+    assert_eq!(wrong_range(asked, Some("bytes 10-14/15")), None);
+    for bad in [
+        "bytes 11-20/100",
+        "bytes 10-18/100",
+        "bytes 10-20/100",
+        "bytes 10-14/*",
+        "bytes 19-10/100",
+        "bytes x-y/100",
+        "10-19/100",
+    ] {
+        assert!(wrong_range(asked, Some(bad)).is_some(), "{bad}");
+    }
+    assert!(wrong_range(asked, None).is_some());
+    assert_eq!(wrong_range((0, None), Some("bytes 0-99/100")), None);
+}
