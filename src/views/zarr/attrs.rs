@@ -27,7 +27,7 @@ use crate::views::vlen::{parse_ref, HeapCache};
 const MAX_ELEMENTS: usize = 1 << 20;
 
 /// The attributes `results` of object `id` of `file` (as [`File::attribute_results`] gives
-/// them) as a JSON object, in storage order, leaving out those `hidden` says the mapping
+/// them) as a JSON object (keys sorted, as serde_json keeps them), leaving out those `hidden` says the mapping
 /// shows in another form.
 pub fn attributes(
     file: &File,

@@ -14,6 +14,9 @@
 //! | array types                   | the base type; the array's dimensions are appended to the shape (one chunk along them), as numpy does | same |
 //! | variable-length strings       | `\|O` with filter `vlen-utf8` | `string` with codec `vlen-utf8` |
 //!
+//! Space-padded strings are served with their padding as NULs, as libhdf5 converts them
+//! for every reader (so chunks of such arrays are served decoded).
+//!
 //! zarr-python 3 reads the `bytes` codec's `endian` for numbers but not for the fields of a
 //! `structured` type, and takes no subarray fields in a v2 structured `dtype`: such compounds
 //! fall back to whole raw bytes (v2 `|V<size>`, v3 `raw_bytes`), which keep every byte.
@@ -46,6 +49,9 @@ pub struct ZType {
     pub sub: Vec<u64>,
     /// Variable-length strings (served as vlen-utf8), with their padding.
     pub vlen_strings: Option<StringPad>,
+    /// Space-padded fixed-size strings of this many bytes: served with the padding as
+    /// NULs, as libhdf5 reads them (see [`unpad_spaces`]).
+    pub space_padded: Option<usize>,
 }
 
 fn refuse(detail: impl std::fmt::Display) -> Error {
@@ -91,6 +97,7 @@ pub fn map(t: &Datatype, fill: Option<&[u8]>) -> Result<ZType> {
                 fill_v3: json!(""),
                 sub: Vec::new(),
                 vlen_strings: Some(*pad),
+                space_padded: None,
             }),
             VarLenKind::Sequence => Err(refuse(format!(
                 "variable-length sequences ({}) have no Zarr type",
@@ -101,7 +108,15 @@ pub fn map(t: &Datatype, fill: Option<&[u8]>) -> Result<ZType> {
     let size = t.size as usize;
     let zero = vec![0u8; size];
     let defined = fill.is_some_and(|f| f.len() == size);
-    let fill = fill.filter(|f| f.len() == size).unwrap_or(&zero);
+    let mut fill = fill.filter(|f| f.len() == size).unwrap_or(&zero).to_vec();
+    let space_padded = match &t.class {
+        TypeClass::Array { base, .. } => spaces(base),
+        _ => spaces(t),
+    };
+    if let Some(n) = space_padded {
+        unpad_spaces(&mut fill, n);
+    }
+    let fill = &fill[..];
     let (e, sub, fill) = match &t.class {
         TypeClass::Array { dims, base } => {
             let sub: Vec<u64> = dims.iter().map(|&d| u64::from(d)).collect();
@@ -138,7 +153,34 @@ pub fn map(t: &Datatype, fill: Option<&[u8]>) -> Result<ZType> {
         v2_object_filter: None,
         sub,
         vlen_strings: None,
+        space_padded,
     })
+}
+
+/// The size of `t` if it is a space-padded fixed-size string.
+fn spaces(t: &Datatype) -> Option<usize> {
+    matches!(
+        t.class,
+        TypeClass::String {
+            pad: StringPad::SpacePad,
+            ..
+        }
+    )
+    .then_some(t.size as usize)
+}
+
+/// Space-padded strings of `size` bytes in `data` with their trailing spaces turned into
+/// NULs: what libhdf5 gives a reader (h5py reads them into null-padded strings), and what a
+/// Zarr byte-string type means.
+pub fn unpad_spaces(data: &mut [u8], size: usize) {
+    for s in data.chunks_mut(size.max(1)) {
+        for b in s.iter_mut().rev() {
+            if *b != b' ' {
+                break;
+            }
+            *b = 0;
+        }
+    }
 }
 
 /// Raw bytes of `size`: v2 `|V<size>`, v3 `raw_bytes`.
@@ -615,6 +657,23 @@ mod tests {
         fill[4] = 1;
         let z = map(&a, Some(&fill)).unwrap();
         assert_eq!((z.v2, z.sub.len()), (json!("|V24"), 0));
+    }
+
+    #[test]
+    fn space_padding_reads_as_nuls() {
+        let mut b = *b"ab   cd \0 ";
+        unpad_spaces(&mut b, 5);
+        assert_eq!(&b, b"ab\0\0\0cd \0\0");
+        let s = Datatype {
+            version: 1,
+            size: 4,
+            class: TypeClass::String {
+                pad: StringPad::SpacePad,
+                charset: CharSet::Ascii,
+            },
+        };
+        let z = map(&s, Some(b"a   ")).unwrap();
+        assert_eq!((z.space_padded, z.fill_v3), (Some(4), json!("YQAAAA==")));
     }
 
     #[test]

@@ -168,6 +168,11 @@ impl ZarrArray {
         if self.ztype.vlen_strings.is_some() {
             return decoded("variable-length strings, served as vlen-utf8");
         }
+        if self.ztype.space_padded.is_some() {
+            return decoded(
+                "space-padded strings, served with NULs for padding as libhdf5 reads them",
+            );
+        }
         if let Grid::Virtual { .. } = self.grid {
             return decoded(&format!(
                 "{} layout, served in virtual chunks of its image",
@@ -467,7 +472,13 @@ impl ZarrArray {
                     .map(Some)
                     .map_err(|e| self.chunk_error(addr, e))
             }
-            Encoding::Decoded { .. } => self.stored_form(ctx, dc),
+            Encoding::Decoded { .. } => {
+                let mut chunk = self.stored_form(ctx, dc)?;
+                if let (Some(c), Some(n)) = (chunk.as_mut(), self.ztype.space_padded) {
+                    dtype::unpad_spaces(c, n);
+                }
+                Ok(chunk)
+            }
         }
     }
 
