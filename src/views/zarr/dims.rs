@@ -7,7 +7,8 @@
 //! A dimension's name is the name of the link to its first scale, as netCDF and h5netcdf
 //! name it (the scale's `NAME` attribute says the same for a coordinate variable, and
 //! `"This is a netCDF dimension but not a netCDF variable. ..."` for a dimension that has no
-//! variable); the link is found by a bounded breadth-first walk from the root group. A
+//! variable); the link is found by a bounded breadth-first walk from the root group (not
+//! found: the scale's own `NAME`, unless it is netCDF's placeholder). A
 //! one-dimensional dimension scale (`CLASS = "DIMENSION_SCALE"`) is its own dimension.
 //!
 //! The bookkeeping attributes this replaces are left out of the JSON attributes, as netCDF
@@ -91,7 +92,7 @@ pub fn dimensions(file: &File, id: ObjectId, rank: usize, attrs: &[Attribute]) -
         Some(list) => match scales(file, list, rank) {
             Ok(ids) => ids
                 .into_iter()
-                .map(|s| link_name(file, s))
+                .map(|s| link_name(file, s).or_else(|| scale_name(file, s)))
                 .collect::<Option<Vec<_>>>(),
             Err(e) => {
                 log::warn!(
@@ -151,6 +152,13 @@ fn scales(file: &File, a: &Attribute, rank: usize) -> Result<Vec<ObjectId>, Stri
             Ok(ObjectId(u64::from_le_bytes(b)))
         })
         .collect()
+}
+
+/// The `NAME` a dimension scale gives itself, unless it is netCDF's "not a variable" text.
+fn scale_name(file: &File, scale: ObjectId) -> Option<String> {
+    let attrs = file.attributes(scale).ok()?;
+    let name = attrs.iter().find(|a| a.name == "NAME").and_then(text)?;
+    (!name.is_empty() && !name.starts_with(NOT_A_VARIABLE)).then_some(name)
 }
 
 /// The name of a link to object `target`, found by a breadth-first walk of the groups from

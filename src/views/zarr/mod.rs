@@ -152,7 +152,11 @@ impl ZarrArray {
             lengths: Mutex::new(HashMap::new()),
         };
         array.encoding = array.choose_encoding();
-        let all = file.attribute_results(ds.id)?;
+        // The attribute messages themselves unreadable: the array is still served.
+        let all = file.attribute_results(ds.id).unwrap_or_else(|e| {
+            log::warn!("Zarr attributes of dataset {:#x}: {e}", ds.id.0);
+            Vec::new()
+        });
         let readable: Vec<_> = all
             .iter()
             .filter_map(|r| r.as_ref().ok().cloned())
