@@ -427,7 +427,9 @@ impl ZarrArray {
             return produce();
         }
         match (&self.grid, &self.encoding) {
-            (Grid::Stored, Encoding::PassThrough { .. }) => match self.ds.stored_chunk(dc)? {
+            (Grid::Stored, Encoding::PassThrough { chain }) => match self.ds.stored_chunk(dc)? {
+                // No filter: the chunk as stored is the decoded chunk.
+                Some(_) if chain.is_empty() => Ok(Some(self.chunk_bytes())),
                 Some((rec, false)) if rec.filter_mask == 0 => Ok(Some(rec.size)),
                 Some(_) => produce(),
                 None => Ok(None),

@@ -438,6 +438,17 @@ fn chunk_keys_are_canonical_and_inside_the_grid() {
         assert_eq!(a.parse_chunk_key(bad), None, "{bad}");
     }
     assert_eq!(a.chunk_len(&[3, 0]).unwrap(), None);
+    // Lengths known without producing the chunk: stored as they are, or unfiltered.
+    let u = array(&file, "fill_m99_be_i2", ZarrVersion::V3);
+    assert_eq!(u.encoding(), "pass-through: bytes");
+    assert_eq!(u.chunk_len(&[2, 1]).unwrap(), Some(16 * 16 * 2));
+    assert_eq!(a.chunk_len(&[0, 0]).unwrap().map(|n| n > 0), Some(true));
+    assert!(lock(&u.lengths).is_empty() && lock(&a.lengths).is_empty());
+    // A masked chunk is produced to learn its length, once.
+    let m = array(&file, "blosc_noise_u2", ZarrVersion::V3);
+    let n = m.chunk_len(&[0, 0]).unwrap().unwrap();
+    assert_eq!(n, 16 * 16 * 2 + 16);
+    assert_eq!(lock(&m.lengths).get(&vec![0, 0]), Some(&n));
     let b = array(&file, "gzip_i2", ZarrVersion::V2);
     assert_eq!(b.chunk_key(&[2, 1]), "2.1");
     assert_eq!(b.parse_chunk_key("2.1"), Some(vec![2, 1]));
