@@ -17,10 +17,11 @@
 //! `_nc3_strict` and `_NCProperties`. A scale of the netCDF placeholder kind is a dimension
 //! only, not a variable ([`Dims::dimension_only`]).
 //!
-//! A dataset with no scales gets no names (left for later: netCDF's `phony_dim_N` naming
-//! needs the dataset's group, which the mapping is not given).
+//! A dataset with no scales gets no names from [`dimensions`]: netCDF's readers name such
+//! dimensions `phony_dim_N` group by group, which [`phony_names`] does for one group at a
+//! time (the caller knows the group; [`super::ZarrArray::set_dimension_names`] applies them).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::format::messages::datatype::{ReferenceKind, TypeClass, VarLenKind};
 use crate::model::{Attribute, File, LinkTarget, ObjectId, ObjectKind};
@@ -189,4 +190,93 @@ fn link_name(file: &File, target: ObjectId) -> Option<String> {
         }
     }
     None
+}
+
+/// netCDF's names for the dimensions of the datasets of group `group` that have no
+/// dimension scales, by dataset, as h5netcdf names them (`phony_dims="access"`; netCDF-C
+/// alike): in the group's order (creation order where tracked, else by name), each dataset
+/// needs, for each length `n`, as many dimensions of length `n` as it has axes of that
+/// length; the group's one-dimensional dimension scales of length `n` serve first (named
+/// after their datasets), then new names `phony_dim_0`, `phony_dim_1`, ... in order of first
+/// need. The `k`-th axis of length `n` of a dataset is the `k`-th such dimension. The count
+/// starts at 0 in every group (h5netcdf goes on counting from group to group, in the order
+/// it opens them). Datasets with some scales attached, and the scales, are left out.
+pub fn phony_names(file: &File, group: ObjectId) -> HashMap<ObjectId, Vec<String>> {
+    let links = match file.links_by_creation_order(group) {
+        Ok(Some(l)) => l,
+        _ => file.links(group).map(|l| l.to_vec()).unwrap_or_default(),
+    };
+    // Length (None: unlimited) -> names of the group's scales of that length.
+    let mut labeled: HashMap<Option<u64>, Vec<String>> = HashMap::new();
+    // Length -> most axes of that length in one dataset, in order of first need.
+    let mut need: Vec<(u64, usize)> = Vec::new();
+    let mut unnamed: Vec<(ObjectId, Vec<u64>)> = Vec::new();
+    for l in &links {
+        let LinkTarget::Hard(id) = l.target else {
+            continue;
+        };
+        if !matches!(file.kind(id), Ok(ObjectKind::Dataset)) {
+            continue;
+        }
+        let Ok(ds) = file.dataset(id) else { continue };
+        let attrs = file.attributes(id).unwrap_or_default();
+        let shape = ds.info.shape.clone();
+        if is_scale(&attrs) {
+            if let [n] = shape[..] {
+                let unlimited = ds.info.max_shape.as_deref() == Some(&[u64::MAX][..]);
+                labeled
+                    .entry((!unlimited).then_some(n))
+                    .or_default()
+                    .push(l.name.clone());
+            }
+            continue;
+        }
+        if attrs.iter().any(|a| a.name == "DIMENSION_LIST") || ds.info.null {
+            continue;
+        }
+        let mut counts: Vec<(u64, usize)> = Vec::new();
+        for &n in &shape {
+            match counts.iter_mut().find(|(m, _)| *m == n) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((n, 1)),
+            }
+        }
+        for (n, c) in counts {
+            match need.iter_mut().find(|(m, _)| *m == n) {
+                Some((_, have)) => *have = (*have).max(c),
+                None => need.push((n, c)),
+            }
+        }
+        unnamed.push((id, shape));
+    }
+    let mut names: HashMap<(u64, usize), String> = HashMap::new();
+    let mut next = 0usize;
+    for (n, c) in need {
+        let scales = labeled.get(&Some(n)).map_or(&[][..], Vec::as_slice);
+        for k in 0..c {
+            let name = match scales.get(k) {
+                Some(s) => s.clone(),
+                None => {
+                    next += 1;
+                    format!("phony_dim_{}", next - 1)
+                }
+            };
+            names.insert((n, k), name);
+        }
+    }
+    unnamed
+        .into_iter()
+        .map(|(id, shape)| {
+            let mut seen: HashMap<u64, usize> = HashMap::new();
+            let dims = shape
+                .iter()
+                .map(|&n| {
+                    let k = seen.entry(n).or_insert(0);
+                    *k += 1;
+                    names.get(&(n, *k - 1)).cloned().unwrap_or_default()
+                })
+                .collect();
+            (id, dims)
+        })
+        .collect()
 }

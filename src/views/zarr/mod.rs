@@ -228,6 +228,15 @@ impl ZarrArray {
         self.dims.names.as_deref()
     }
 
+    /// Give the array dimension names where its dimension scales give none (netCDF's
+    /// `phony_dim_N`, from [`dims::phony_names`] over the array's group): taken only when
+    /// there is one per dimension of the dataset and the array has none yet.
+    pub fn set_dimension_names(&mut self, names: Vec<String>) {
+        if self.dims.names.is_none() && names.len() == self.rank {
+            self.dims.names = Some(names);
+        }
+    }
+
     /// One line saying how chunks are served and why (the array directory's xattr): the
     /// codecs, in encoding order, after `pass-through: `; the reason after `decoded: `.
     pub fn encoding(&self) -> String {

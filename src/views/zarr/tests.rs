@@ -464,3 +464,25 @@ fn virtual_grids_take_whole_rows() {
     let (_, c) = virtual_grid(&[], 4);
     assert!(c.is_empty());
 }
+
+/// Datasets without scales: netCDF's phony dimension names for the group, as h5netcdf
+/// gives them (expected.json), applied to the arrays.
+#[test]
+fn phony_dimension_names_as_h5netcdf_names_them() {
+    let exp = expected();
+    let file = open(&root().join("zarr/zarr_latest.h5"));
+    let names = dims::phony_names(&file, file.root());
+    let want = exp["phony_dims"].as_object().unwrap();
+    for (path, w) in want {
+        let id = file.resolve(path).unwrap();
+        assert_eq!(json!(names.get(&id)), *w, "{path}");
+        let mut a = array(&file, path, ZarrVersion::V2);
+        assert!(a.dimension_names().is_none());
+        a.set_dimension_names(names[&id].clone());
+        assert_eq!(&a.metadata()[1].1["_ARRAY_DIMENSIONS"], w, "{path}");
+    }
+    assert_eq!(names.len(), want.len());
+    // Scales name their own dimensions; netCDF's datasets are all scaled.
+    let nc = open(&root().join("zarr/netcdf.h5"));
+    assert!(dims::phony_names(&nc, nc.root()).is_empty());
+}
