@@ -32,6 +32,7 @@ mod blosc;
 mod blosc2;
 mod bzip2;
 mod deflate;
+pub mod encode;
 mod fletcher32;
 mod lz4;
 mod lzf;

@@ -198,10 +198,11 @@ impl Dataset {
         }
     }
 
-    /// The chunk shape of a chunked dataset h5mount can read; `None` otherwise.
+    /// The chunk shape of a chunked dataset h5mount can read (of a variable-length type too,
+    /// whose chunks hold the stored references); `None` otherwise.
     pub fn chunk_dims(&self) -> Option<&[u64]> {
         match &self.reader {
-            ReaderState::Ready(r) => r.chunk_dims(),
+            ReaderState::Ready(r) | ReaderState::Stored { reader: r, .. } => r.chunk_dims(),
             _ => None,
         }
     }
@@ -210,16 +211,19 @@ impl Dataset {
     /// stored raw (see [`DataReader::stored_chunk`]); `None` when never written.
     pub fn stored_chunk(&self, coords: &[u64]) -> Result<Option<(ChunkRecord, bool)>> {
         match &self.reader {
-            ReaderState::Ready(r) => r.stored_chunk(coords),
+            ReaderState::Ready(r) | ReaderState::Stored { reader: r, .. } => r.stored_chunk(coords),
             _ => self.read_at(0, &mut []).map(|_| None),
         }
     }
 
     /// The decoded chunk at chunk coordinates `coords` of a chunked dataset (see
-    /// [`DataReader::decoded_chunk`]); `None` when never written.
+    /// [`DataReader::decoded_chunk`]; of a variable-length type: its stored references);
+    /// `None` when never written.
     pub fn decoded_chunk(&self, ctx: ReadCtx, coords: &[u64]) -> Result<Option<ChunkBytes>> {
         match &self.reader {
-            ReaderState::Ready(r) => r.decoded_chunk(ctx, coords),
+            ReaderState::Ready(r) | ReaderState::Stored { reader: r, .. } => {
+                r.decoded_chunk(ctx, coords)
+            }
             _ => self.read_at(0, &mut []).map(|_| None),
         }
     }
@@ -227,7 +231,9 @@ impl Dataset {
     /// The stored (filtered) bytes of chunk `rec`, as they are in the file.
     pub fn read_stored_chunk(&self, ctx: ReadCtx, rec: &ChunkRecord) -> Result<Vec<u8>> {
         match &self.reader {
-            ReaderState::Ready(r) => r.read_stored_chunk(ctx, rec),
+            ReaderState::Ready(r) | ReaderState::Stored { reader: r, .. } => {
+                r.read_stored_chunk(ctx, rec)
+            }
             _ => self
                 .read_at(0, &mut [])
                 .and(Err(Error::Invalid("not a chunked dataset".into()))),

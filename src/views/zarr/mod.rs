@@ -8,21 +8,44 @@
 //! exactly for each chunk the file holds: a chunk never written has no key, and reads as
 //! the array's fill value, as in HDF5. A contiguous, compact, external or virtual dataset
 //! gets a regular grid of virtual chunks along its leading dimension (whole trailing
-//! dimensions, a few MiB each), each a slice of its image; a scalar one chunk.
+//! dimensions, a few MiB each), each a slice of its image; a scalar one chunk. An array
+//! datatype's dimensions follow the dataset's, one chunk along each ([`dtype`]).
 //!
 //! ## Codecs
 //! A chunk key's bytes are either the stored chunk as it is in the file (pass-through:
 //! the dataset's filters map byte for byte onto codecs the Zarr format names, and the
-//! client decodes) or the decoded chunk under the plain `bytes` codec (v2: no compressor
-//! and no filters). [`ZarrArray::encoding`] says which, and why.
+//! client decodes; see [`codecs`]) or the decoded chunk under the plain `bytes` codec (v2:
+//! no compressor and no filters). [`ZarrArray::encoding`] says which, and why. Under
+//! pass-through, a chunk the chain cannot describe as stored (a filter skipped by its mask,
+//! a partial edge chunk stored unfiltered) is encoded again with the chain, so that every
+//! chunk key decodes the same way. Variable-length strings are served as `vlen-utf8`
+//! ([`strings`]).
+//!
+//! ## Metadata
+//! Data types and fill values: [`dtype`]; attributes: [`attrs`]; dimension names from
+//! dimension scales: [`dims`].
 
-use std::sync::Arc;
+pub mod attrs;
+pub mod codecs;
+pub mod dims;
+pub mod dtype;
+pub mod strings;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 
+use self::codecs::Codec;
+use self::dims::Dims;
+use self::dtype::ZType;
 use crate::error::{Error, Result};
 use crate::io::ReadCtx;
 use crate::model::{Dataset, File, ObjectId};
+use crate::sync::lock;
+use crate::views::vlen::{HeapCache, RawVlen};
 
 /// Which Zarr format a store is served in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,6 +66,10 @@ pub struct ZarrOptions {
 /// Bytes a virtual chunk of a dataset stored in one piece spans, about.
 pub const VIRTUAL_CHUNK: u64 = 4 << 20;
 
+/// Chunk lengths kept per array for chunks whose length is known only by producing them
+/// (re-encoded chunks, strings); the table is emptied when full.
+const KEPT_LENGTHS: usize = 4096;
+
 /// Metadata documents: a file name in the array's or group's directory, and its JSON.
 pub type Documents = Vec<(&'static str, Value)>;
 
@@ -56,16 +83,11 @@ enum Grid {
 }
 
 /// What a chunk key's bytes are.
-#[allow(dead_code)] // pass-through is built by the codec mapping, next
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Encoding {
-    /// The stored chunk as it is, decoded by the client with these codecs (v3 `codecs`
-    /// after `bytes`; v2 `filters` and `compressor`).
-    PassThrough {
-        v3: Vec<Value>,
-        v2_filters: Vec<Value>,
-        v2_compressor: Value,
-    },
+    /// The stored chunk as it is, decoded by the client with these codecs in this order
+    /// (encoding order, as the HDF5 pipeline lists its filters).
+    PassThrough { chain: Vec<Codec> },
     /// Decoded chunks, and why.
     Decoded { why: String },
 }
@@ -73,67 +95,101 @@ enum Encoding {
 /// One dataset as a Zarr array (see the module docs).
 #[derive(Debug)]
 pub struct ZarrArray {
+    file: Arc<File>,
     ds: Arc<Dataset>,
     opts: ZarrOptions,
+    /// The dataset's rank (the shape may have an array type's dimensions after it).
+    rank: usize,
     shape: Vec<u64>,
     chunks: Vec<u64>,
     grid: Grid,
-    /// Bytes of one element.
+    /// Bytes of one stored element (a whole array-type element; a vlen reference).
     itemsize: u64,
-    /// v2 `dtype` (`<f4`) and v3 `data_type` (`float32`).
-    dtype_v2: Value,
-    dtype_v3: Value,
-    /// Little-endian (or one byte) elements: v3 names the endianness in its `bytes` codec.
-    little: bool,
-    fill_v2: Value,
-    fill_v3: Value,
+    ztype: ZType,
     encoding: Encoding,
     attributes: Map<String, Value>,
-    dimension_names: Option<Vec<Value>>,
+    dims: Dims,
+    /// Lengths of chunks produced to learn them (see [`KEPT_LENGTHS`]).
+    lengths: Mutex<HashMap<Vec<u64>, u64>>,
 }
 
 impl ZarrArray {
     /// The array of dataset `ds` of `file`.
     pub fn new(file: &Arc<File>, ds: &Arc<Dataset>, opts: ZarrOptions) -> Result<ZarrArray> {
-        let _ = file;
         let info = &ds.info;
-        let (descr, sub) = crate::views::npy::descr(&info.dtype)?;
-        let dtype = descr.trim_matches('\'').to_string();
-        if !sub.is_empty() || dtype.starts_with('[') {
-            return Err(Error::unsupported(
-                "Zarr data type",
-                format!("numpy type {descr}"),
-            ));
-        }
-        let (dtype_v3, little) = v3_type(&dtype)
-            .ok_or_else(|| Error::unsupported("Zarr data type", format!("numpy type {descr}")))?;
+        let ztype = dtype::map(&info.dtype, info.fill_value.as_deref())?;
         let itemsize = u64::from(info.dtype.size);
-        let shape = info.shape.clone();
-        let (grid, chunks) = match ds.chunk_dims() {
-            Some(c) => (Grid::Stored, c.to_vec()),
-            None => virtual_grid(&shape, itemsize),
+        if itemsize == 0 {
+            return Err(Error::unsupported("Zarr data type", "elements of 0 bytes"));
+        }
+        // A null dataspace holds nothing: an empty array.
+        let base: Vec<u64> = if info.null {
+            vec![0]
+        } else {
+            info.shape.clone()
         };
-        let fill = info.fill_value.as_deref();
-        let fill_v3 = fill_json(&dtype, fill, true);
-        let fill_v2 = fill_json(&dtype, fill, false);
-        Ok(ZarrArray {
+        let rank = base.len();
+        let (grid, mut chunks) = match ds.chunk_dims() {
+            Some(c) if c.len() == rank => (Grid::Stored, c.to_vec()),
+            _ => virtual_grid(&base, itemsize),
+        };
+        let mut shape = base;
+        shape.extend(&ztype.sub);
+        chunks.extend(ztype.sub.iter().map(|&d| d.max(1)));
+        let mut array = ZarrArray {
+            file: file.clone(),
             ds: ds.clone(),
             opts,
+            rank,
             shape,
             chunks,
             grid,
             itemsize,
-            dtype_v2: Value::String(dtype),
-            dtype_v3: Value::String(dtype_v3.to_string()),
-            little,
-            fill_v2,
-            fill_v3,
-            encoding: Encoding::Decoded {
-                why: "decoded chunks".into(),
-            },
+            ztype,
+            encoding: Encoding::Decoded { why: String::new() },
             attributes: Map::new(),
-            dimension_names: None,
-        })
+            dims: Dims::default(),
+            lengths: Mutex::new(HashMap::new()),
+        };
+        array.encoding = array.choose_encoding();
+        // The attribute messages themselves unreadable: the array is still served.
+        let all = file.attribute_results(ds.id).unwrap_or_else(|e| {
+            log::warn!("Zarr attributes of dataset {:#x}: {e}", ds.id.0);
+            Vec::new()
+        });
+        let readable: Vec<_> = all
+            .iter()
+            .filter_map(|r| r.as_ref().ok().cloned())
+            .collect();
+        array.dims = dims::dimensions(file, ds.id, rank, &readable);
+        array.attributes = attrs::attributes(file, ds.id, all, &|a| dims::hidden(a, &readable));
+        Ok(array)
+    }
+
+    /// How chunks are served (see the module docs).
+    fn choose_encoding(&self) -> Encoding {
+        let decoded = |why: &str| Encoding::Decoded { why: why.into() };
+        if self.ztype.vlen_strings.is_some() {
+            return decoded("variable-length strings, served as vlen-utf8");
+        }
+        if self.ztype.space_padded.is_some() {
+            return decoded(
+                "space-padded strings, served with NULs for padding as libhdf5 reads them",
+            );
+        }
+        if let Grid::Virtual { .. } = self.grid {
+            return decoded(&format!(
+                "{} layout, served in virtual chunks of its image",
+                self.ds.info.layout
+            ));
+        }
+        if self.opts.decoded {
+            return decoded("every chunk decoded on request (decoded option)");
+        }
+        match codecs::chain(&self.ds.info.filters, self.chunk_bytes()) {
+            Ok(chain) => Encoding::PassThrough { chain },
+            Err(why) => Encoding::Decoded { why },
+        }
     }
 
     /// The array's shape.
@@ -160,73 +216,121 @@ impl ZarrArray {
         matches!(self.encoding, Encoding::PassThrough { .. })
     }
 
-    /// One line saying how chunks are served and why (the array directory's xattr).
+    /// Whether the dataset is a netCDF dimension without a variable (a dimension scale
+    /// netCDF names "not a netCDF variable"): readers of netCDF show it as a dimension
+    /// only, not as an array.
+    pub fn is_dimension_only(&self) -> bool {
+        self.dims.dimension_only
+    }
+
+    /// The dimension names, where dimension scales give every dimension one.
+    pub fn dimension_names(&self) -> Option<&[String]> {
+        self.dims.names.as_deref()
+    }
+
+    /// Give the array dimension names where its dimension scales give none (netCDF's
+    /// `phony_dim_N`, from [`dims::phony_names`] over the array's group): taken only when
+    /// there is one per dimension of the dataset and the array has none yet.
+    pub fn set_dimension_names(&mut self, names: Vec<String>) {
+        if self.dims.names.is_none() && names.len() == self.rank {
+            self.dims.names = Some(names);
+        }
+    }
+
+    /// One line saying how chunks are served and why (the array directory's xattr): the
+    /// codecs, in encoding order, after `pass-through: `; the reason after `decoded: `.
     pub fn encoding(&self) -> String {
         match &self.encoding {
-            Encoding::PassThrough { v3, .. } => format!(
-                "pass-through: {}",
-                v3.iter()
-                    .filter_map(|c| c.get("name").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Encoding::PassThrough { chain } => {
+                let names: Vec<String> = match self.opts.version {
+                    ZarrVersion::V3 => std::iter::once("bytes")
+                        .chain(chain.iter().map(Codec::v3_name))
+                        .map(String::from)
+                        .collect(),
+                    ZarrVersion::V2 if chain.is_empty() => vec!["no codec".into()],
+                    ZarrVersion::V2 => chain
+                        .iter()
+                        .map(|c| c.v2()["id"].as_str().unwrap_or("?").to_string())
+                        .collect(),
+                };
+                format!("pass-through: {}", names.join(", "))
+            }
             Encoding::Decoded { why } => format!("decoded: {why}"),
         }
+    }
+
+    /// The dimension names as JSON, when every dimension has one (an array type's own
+    /// dimensions have none: then none is given).
+    fn names_json(&self) -> Option<Vec<Value>> {
+        let names = self.dims.names.as_ref()?;
+        (names.len() == self.shape.len()).then(|| names.iter().map(|n| json!(n)).collect())
+    }
+
+    /// The array's attributes as `version` holds them: a `_FillValue` attribute as xarray
+    /// reads it (see [`attrs::fill_value_attr`]).
+    fn attributes_for(&self, version: ZarrVersion) -> Map<String, Value> {
+        let mut attrs = self.attributes.clone();
+        if let Some(v) = attrs.get_mut("_FillValue") {
+            *v = attrs::fill_value_attr(v, &self.ztype.v3, version == ZarrVersion::V3);
+        }
+        attrs
     }
 
     /// The metadata documents of the array's directory.
     pub fn metadata(&self) -> Documents {
         let shape: Vec<Value> = self.shape.iter().map(|&d| json!(d)).collect();
         let chunks: Vec<Value> = self.chunks.iter().map(|&d| json!(d)).collect();
+        let chain: &[Codec] = match &self.encoding {
+            Encoding::PassThrough { chain } => chain,
+            Encoding::Decoded { .. } => &[],
+        };
         match self.opts.version {
             ZarrVersion::V3 => {
-                let mut codecs = vec![json!({"name": "bytes", "configuration": {
-                    "endian": if self.little { "little" } else { "big" }}})];
-                if let Encoding::PassThrough { v3, .. } = &self.encoding {
-                    codecs.extend(v3.iter().cloned());
-                }
+                let mut codecs = vec![self.ztype.array_codec.clone()];
+                codecs.extend(chain.iter().map(Codec::v3));
                 let mut m = json!({
                     "zarr_format": 3,
                     "node_type": "array",
                     "shape": shape,
-                    "data_type": self.dtype_v3,
+                    "data_type": self.ztype.v3,
                     "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
                     "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-                    "fill_value": self.fill_v3,
+                    "fill_value": self.ztype.fill_v3,
                     "codecs": codecs,
-                    "attributes": self.attributes,
+                    "attributes": self.attributes_for(ZarrVersion::V3),
                 });
-                if let (Some(names), Some(o)) = (&self.dimension_names, m.as_object_mut()) {
-                    o.insert("dimension_names".into(), Value::Array(names.clone()));
+                if let (Some(names), Some(o)) = (self.names_json(), m.as_object_mut()) {
+                    o.insert("dimension_names".into(), Value::Array(names));
                 }
                 vec![("zarr.json", m)]
             }
             ZarrVersion::V2 => {
-                let (filters, compressor) = match &self.encoding {
-                    Encoding::PassThrough {
-                        v2_filters,
-                        v2_compressor,
-                        ..
-                    } => (
-                        (!v2_filters.is_empty()).then(|| Value::Array(v2_filters.clone())),
-                        v2_compressor.clone(),
-                    ),
-                    Encoding::Decoded { .. } => (None, Value::Null),
+                // Decoded first: the compressor, then the filters last to first.
+                let (compressor, rest) = match chain.split_last() {
+                    Some((last, rest)) => (last.v2(), rest),
+                    None => (Value::Null, chain),
                 };
+                let filters: Vec<Value> = self
+                    .ztype
+                    .v2_object_filter
+                    .iter()
+                    .cloned()
+                    .chain(rest.iter().map(Codec::v2))
+                    .collect();
                 let zarray = json!({
                     "zarr_format": 2,
                     "shape": shape,
                     "chunks": chunks,
-                    "dtype": self.dtype_v2,
+                    "dtype": self.ztype.v2,
                     "compressor": compressor,
-                    "fill_value": self.fill_v2,
+                    "fill_value": self.ztype.fill_v2,
                     "order": "C",
-                    "filters": filters,
+                    "filters": (!filters.is_empty()).then_some(Value::Array(filters)),
                     "dimension_separator": ".",
                 });
-                let mut attrs = self.attributes.clone();
-                if let Some(names) = &self.dimension_names {
-                    attrs.insert("_ARRAY_DIMENSIONS".into(), Value::Array(names.clone()));
+                let mut attrs = self.attributes_for(ZarrVersion::V2);
+                if let Some(names) = self.names_json() {
+                    attrs.insert("_ARRAY_DIMENSIONS".into(), Value::Array(names));
                 }
                 vec![(".zarray", zarray), (".zattrs", Value::Object(attrs))]
             }
@@ -260,8 +364,9 @@ impl ZarrArray {
         let coords: Vec<u64> = parts
             .iter()
             .map(|p| {
-                // Canonical decimal only: `01` or `+1` name no chunk.
-                (p == &"0" || !p.starts_with('0'))
+                // Canonical decimal only: `01`, `+1` or `` name no chunk.
+                let digits = !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+                (digits && (p == &"0" || !p.starts_with('0')))
                     .then(|| p.parse::<u64>().ok())
                     .flatten()
             })
@@ -273,80 +378,164 @@ impl ZarrArray {
             .then_some(coords)
     }
 
-    /// Bytes of one whole decoded chunk.
+    /// Bytes of one whole decoded (stored-form) chunk.
     fn chunk_bytes(&self) -> u64 {
-        self.chunks
+        self.chunks[..self.rank]
             .iter()
             .fold(self.itemsize, |a, &c| a.saturating_mul(c))
+    }
+
+    /// Elements (of the dataset's type) in one whole chunk.
+    fn chunk_elements(&self) -> u64 {
+        self.chunk_bytes() / self.itemsize
+    }
+
+    /// The dataset chunk coordinates of chunk `coords` (an array type's dimensions, always
+    /// chunk 0, dropped); `None` when `coords` name no chunk of the grid.
+    fn dataset_coords<'a>(&self, coords: &'a [u64]) -> Option<&'a [u64]> {
+        let grid = self.grid_shape();
+        let inside = coords.len() == grid.len() && coords.iter().zip(&grid).all(|(c, g)| c < g);
+        inside.then(|| &coords[..self.rank])
     }
 
     /// Whether chunk `coords` has a key (a stored chunk that was written; every virtual
     /// chunk).
     pub fn chunk_exists(&self, coords: &[u64]) -> Result<bool> {
+        let Some(dc) = self.dataset_coords(coords) else {
+            return Ok(false);
+        };
         match self.grid {
-            Grid::Stored => Ok(self.ds.stored_chunk(coords)?.is_some()),
-            Grid::Virtual { .. } => Ok(self.parse_chunk_key(&self.chunk_key(coords)).is_some()),
+            Grid::Stored => Ok(self.ds.stored_chunk(dc)?.is_some()),
+            Grid::Virtual { .. } => Ok(true),
         }
     }
 
-    /// The length of chunk key `coords` without reading it (a stored chunk's size, or a
-    /// decoded chunk's); `None` when it has no key.
+    /// The length of chunk key `coords`; `None` when it has no key. A stored chunk served as
+    /// it is, and a decoded chunk, are known without reading; a chunk encoded again and a
+    /// chunk of strings only by producing it (its length is then kept).
     pub fn chunk_len(&self, coords: &[u64]) -> Result<Option<u64>> {
-        match self.grid {
-            Grid::Stored => Ok(self.ds.stored_chunk(coords)?.map(|(rec, _)| {
-                if self.is_pass_through() {
-                    rec.size
-                } else {
-                    self.chunk_bytes()
-                }
-            })),
-            Grid::Virtual { .. } if self.shape.is_empty() => Ok(Some(self.ds.len())),
-            Grid::Virtual { .. } => Ok(self.chunk_exists(coords)?.then(|| self.chunk_bytes())),
+        let Some(dc) = self.dataset_coords(coords) else {
+            return Ok(None);
+        };
+        let produce = || -> Result<Option<u64>> {
+            if let Some(&n) = lock(&self.lengths).get(coords) {
+                return Ok(Some(n));
+            }
+            let Some(bytes) = self.chunk(ReadCtx::default(), coords)? else {
+                return Ok(None);
+            };
+            let n = bytes.len() as u64;
+            let mut kept = lock(&self.lengths);
+            if kept.len() >= KEPT_LENGTHS {
+                kept.clear();
+            }
+            kept.insert(coords.to_vec(), n);
+            Ok(Some(n))
+        };
+        if self.ztype.vlen_strings.is_some() {
+            return produce();
+        }
+        match (&self.grid, &self.encoding) {
+            (Grid::Stored, Encoding::PassThrough { chain }) => match self.ds.stored_chunk(dc)? {
+                // No filter: the chunk as stored is the decoded chunk.
+                Some(_) if chain.is_empty() => Ok(Some(self.chunk_bytes())),
+                Some((rec, false)) if rec.filter_mask == 0 => Ok(Some(rec.size)),
+                Some(_) => produce(),
+                None => Ok(None),
+            },
+            (Grid::Stored, Encoding::Decoded { .. }) => {
+                Ok(self.ds.stored_chunk(dc)?.map(|_| self.chunk_bytes()))
+            }
+            (Grid::Virtual { .. }, _) if self.rank == 0 => Ok(Some(self.ds.len())),
+            (Grid::Virtual { .. }, _) => Ok(Some(self.chunk_bytes())),
         }
     }
 
     /// The bytes of chunk key `coords`, read for `ctx`; `None` when it has no key.
     pub fn chunk(&self, ctx: ReadCtx, coords: &[u64]) -> Result<Option<Vec<u8>>> {
-        match self.grid {
-            Grid::Stored => {
-                if let Encoding::PassThrough { .. } = self.encoding {
-                    return match self.ds.stored_chunk(coords)? {
-                        Some((rec, _)) => self.ds.read_stored_chunk(ctx, &rec).map(Some),
-                        None => Ok(None),
-                    };
+        let Some(dc) = self.dataset_coords(coords) else {
+            return Ok(None);
+        };
+        if let Some(pad) = self.ztype.vlen_strings {
+            let Some(refs) = self.stored_form(ctx, dc)? else {
+                return Ok(None);
+            };
+            let heaps = HeapCache::default();
+            let n = self.chunk_elements();
+            let rs = self.itemsize as usize;
+            return strings::vlen_utf8(&self.file, &heaps, &refs, rs, n, pad).map(Some);
+        }
+        match &self.encoding {
+            Encoding::PassThrough { chain } => {
+                if let Some((rec, false)) = self.ds.stored_chunk(dc)? {
+                    if rec.filter_mask == 0 && !chain.is_empty() {
+                        let stored = self.ds.read_stored_chunk(ctx, &rec)?;
+                        if chain.last() == Some(&Codec::Fletcher32) {
+                            return codecs::fix_fletcher32(stored)
+                                .map(Some)
+                                .map_err(|e| self.chunk_error(rec.addr, e));
+                        }
+                        return Ok(Some(stored));
+                    }
                 }
-                Ok(self.ds.decoded_chunk(ctx, coords)?.map(|c| c.to_vec()))
-            }
-            Grid::Virtual { rows } => {
-                if self.shape.is_empty() {
-                    let image = crate::io::read_fully(self.ds.len(), "Zarr chunk", |o, b| {
-                        self.ds.read_in(ctx, o, b)
-                    })?;
-                    return Ok(Some(image));
-                }
-                let Some(&c0) = coords.first() else {
+                // Stored otherwise than the chain says (or unfiltered): encode again.
+                let Some(decoded) = self.stored_form(ctx, dc)? else {
                     return Ok(None);
                 };
-                let row = self.chunk_bytes() / rows.max(1);
-                let start = c0.saturating_mul(rows).saturating_mul(row);
-                let full = self.chunk_bytes();
-                let have = self.ds.len().saturating_sub(start).min(full);
-                let mut out = vec![0u8; full as usize];
-                let mut done = 0u64;
-                while done < have {
-                    let n = self.ds.read_in(
-                        ctx,
-                        start + done,
-                        &mut out[done as usize..have as usize],
-                    )?;
-                    if n == 0 {
-                        return Err(Error::corrupt("Zarr chunk", start, "image ended early"));
-                    }
-                    done += n as u64;
+                let addr = self.ds.stored_chunk(dc)?.map_or(0, |(r, _)| r.addr);
+                codecs::encode(chain, decoded)
+                    .map(Some)
+                    .map_err(|e| self.chunk_error(addr, e))
+            }
+            Encoding::Decoded { .. } => {
+                let mut chunk = self.stored_form(ctx, dc)?;
+                if let (Some(c), Some(n)) = (chunk.as_mut(), self.ztype.space_padded) {
+                    dtype::unpad_spaces(c, n);
                 }
-                Ok(Some(out))
+                Ok(chunk)
             }
         }
+    }
+
+    /// A failure to serve the chunk at `addr` (one log line, by the caller's error path).
+    fn chunk_error(&self, addr: u64, detail: String) -> Error {
+        Error::corrupt("Zarr chunk", addr, detail)
+    }
+
+    /// The whole chunk at dataset chunk coordinates `dc` in the dataset's stored element
+    /// form (decoded; for variable-length types the references), edges included: a stored
+    /// chunk as HDF5 decodes it, a virtual chunk sliced from the image and padded with
+    /// zeros past its end.
+    fn stored_form(&self, ctx: ReadCtx, dc: &[u64]) -> Result<Option<Vec<u8>>> {
+        let rows = match self.grid {
+            Grid::Stored => return Ok(self.ds.decoded_chunk(ctx, dc)?.map(|c| c.to_vec())),
+            Grid::Virtual { rows } => rows,
+        };
+        let c0 = dc.first().copied().unwrap_or(0);
+        let full = self.chunk_bytes();
+        let row = full / rows.max(1);
+        let start = c0.saturating_mul(rows).saturating_mul(row);
+        let have = self.ds.len().saturating_sub(start).min(full);
+        if self.ztype.vlen_strings.is_some() {
+            let raw = RawVlen::open(self.ds.clone(), self.file.sizes().offset)?;
+            let mut refs = Vec::new();
+            raw.read_elements(start / self.itemsize, have / self.itemsize, &mut refs)?;
+            return Ok(Some(refs));
+        }
+        let n = usize::try_from(full)
+            .map_err(|_| Error::unsupported("Zarr chunk", "larger than memory"))?;
+        let mut out = vec![0u8; n];
+        let mut done = 0u64;
+        while done < have {
+            let got = self
+                .ds
+                .read_in(ctx, start + done, &mut out[done as usize..have as usize])?;
+            if got == 0 {
+                return Err(Error::corrupt("Zarr chunk", start, "image ended early"));
+            }
+            done += got as u64;
+        }
+        Ok(Some(out))
     }
 }
 
@@ -366,119 +555,23 @@ fn virtual_grid(shape: &[u64], itemsize: u64) -> (Grid, Vec<u64>) {
     (Grid::Virtual { rows }, chunks)
 }
 
-/// The v3 `data_type` of numpy type `dtype` (`<f4`), and whether it is little-endian (or
-/// one byte).
-fn v3_type(dtype: &str) -> Option<(&'static str, bool)> {
-    let (order, rest) = dtype.split_at(1);
-    let little = order != ">";
-    let name = match rest {
-        "b1" => "bool",
-        "i1" => "int8",
-        "i2" => "int16",
-        "i4" => "int32",
-        "i8" => "int64",
-        "u1" => "uint8",
-        "u2" => "uint16",
-        "u4" => "uint32",
-        "u8" => "uint64",
-        "f2" => "float16",
-        "f4" => "float32",
-        "f8" => "float64",
-        "c8" => "complex64",
-        "c16" => "complex128",
-        _ => return None,
-    };
-    Some((name, little))
-}
-
-/// The fill value `bytes` (one element of numpy type `dtype`) as JSON; none: zero.
-fn fill_json(dtype: &str, bytes: Option<&[u8]>, v3: bool) -> Value {
-    let (order, rest) = dtype.split_at(1);
-    let n = rest
-        .get(1..)
-        .and_then(|s| s.parse::<usize>().ok())
-        .unwrap_or(0);
-    let zero = vec![0u8; n];
-    let b = bytes.filter(|b| b.len() == n).unwrap_or(&zero);
-    let mut le = b.to_vec();
-    if order == ">" {
-        le.reverse();
-    }
-    let float = |x: f64| -> Value {
-        if x.is_nan() {
-            json!("NaN")
-        } else if x.is_infinite() {
-            json!(if x > 0.0 { "Infinity" } else { "-Infinity" })
-        } else {
-            json!(x)
-        }
-    };
-    let arr = |k: usize| -> [u8; 8] {
-        let mut a = [0u8; 8];
-        a[..k].copy_from_slice(&le[..k]);
-        a
-    };
-    match &rest[..1] {
-        "b" => json!(le.first().is_some_and(|&x| x != 0)),
-        "i" => {
-            let v = i64::from_le_bytes(arr(n));
-            let shift = 64 - 8 * n as u32;
-            json!((v << shift) >> shift)
-        }
-        "u" => json!(u64::from_le_bytes(arr(n))),
-        "f" => match n {
-            2 => float(half_to_f64(u16::from_le_bytes([le[0], le[1]]))),
-            4 => float(f64::from(f32::from_le_bytes([le[0], le[1], le[2], le[3]]))),
-            _ => float(f64::from_le_bytes(arr(8))),
-        },
-        "c" => {
-            let h = n / 2;
-            let part = |s: &[u8]| -> Value {
-                if h == 4 {
-                    float(f64::from(f32::from_le_bytes([s[0], s[1], s[2], s[3]])))
-                } else {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(&s[..8]);
-                    float(f64::from_le_bytes(a))
-                }
-            };
-            // Byte order was reversed whole for big-endian: the parts swap places.
-            let (re, im) = if order == ">" {
-                (&le[h..], &le[..h])
-            } else {
-                (&le[..h], &le[h..])
-            };
-            json!([part(re), part(im)])
-        }
-        _ if v3 => json!(0),
-        _ => Value::Null,
-    }
-}
-
-/// An IEEE half as a double.
-fn half_to_f64(h: u16) -> f64 {
-    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exp = (h >> 10) & 0x1f;
-    let frac = f64::from(h & 0x3ff);
-    match exp {
-        0 => sign * frac * 2f64.powi(-24),
-        31 if frac == 0.0 => sign * f64::INFINITY,
-        31 => f64::NAN,
-        e => sign * (1.0 + frac / 1024.0) * 2f64.powi(i32::from(e) - 15),
-    }
-}
-
-/// The metadata documents of the group `id` of `file` (its attributes: to come).
+/// The metadata documents of the group `id` of `file`: its attributes (netCDF's own
+/// bookkeeping left out, see [`dims`]).
 pub fn group_metadata(file: &Arc<File>, id: ObjectId, opts: ZarrOptions) -> Result<Documents> {
-    let _ = (file, id);
+    let all = file.attribute_results(id)?;
+    let readable: Vec<_> = all
+        .iter()
+        .filter_map(|r| r.as_ref().ok().cloned())
+        .collect();
+    let attributes = attrs::attributes(file, id, all, &|a| dims::hidden(a, &readable));
     Ok(match opts.version {
         ZarrVersion::V3 => vec![(
             "zarr.json",
-            json!({"zarr_format": 3, "node_type": "group", "attributes": {}}),
+            json!({"zarr_format": 3, "node_type": "group", "attributes": attributes}),
         )],
         ZarrVersion::V2 => vec![
             (".zgroup", json!({"zarr_format": 2})),
-            (".zattrs", json!({})),
+            (".zattrs", Value::Object(attributes)),
         ],
     })
 }
@@ -488,38 +581,4 @@ pub fn document_bytes(v: &Value) -> Vec<u8> {
     let mut out = serde_json::to_vec_pretty(v).unwrap_or_default();
     out.push(b'\n');
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fill_values_as_json() {
-        assert_eq!(
-            fill_json("<f4", Some(&f32::NAN.to_le_bytes()), true),
-            json!("NaN")
-        );
-        assert_eq!(
-            fill_json(">i2", Some(&(-3i16).to_be_bytes()), true),
-            json!(-3)
-        );
-        assert_eq!(fill_json("<u8", None, true), json!(0));
-        assert_eq!(
-            fill_json("<f8", Some(&f64::NEG_INFINITY.to_le_bytes()), false),
-            json!("-Infinity")
-        );
-        assert_eq!(fill_json("|b1", Some(&[1]), true), json!(true));
-        assert_eq!(half_to_f64(0x3c00), 1.0);
-    }
-
-    #[test]
-    fn virtual_grids_take_whole_rows() {
-        let (_, c) = virtual_grid(&[1000, 1000], 8);
-        assert_eq!(c, vec![524, 1000]);
-        let (_, c) = virtual_grid(&[3, 1 << 30], 1);
-        assert_eq!(c, vec![1, 1 << 30]);
-        let (_, c) = virtual_grid(&[], 4);
-        assert!(c.is_empty());
-    }
 }
