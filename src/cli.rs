@@ -25,6 +25,15 @@ pub enum Command {
         path: Option<String>,
         remote: RemoteConfig,
     },
+    /// Write a reference manifest of a file.
+    Refs {
+        file: PathBuf,
+        path: Option<String>,
+        out: Option<PathBuf>,
+        url: Option<String>,
+        inline_threshold: u64,
+        remote: RemoteConfig,
+    },
     /// Write the man page and shell completions into a directory (packaging).
     GenerateDocs(PathBuf),
 }
@@ -229,10 +238,43 @@ enum Sub {
         #[command(flatten)]
         remote: RemoteArgs,
     },
+    /// Write a reference manifest (kerchunk's JSON, version 1: Zarr v2 keys, each chunk a
+    /// reference [URL, offset, length] or its bytes inline), with which zarr-python, xarray
+    /// and dask read the file through fsspec, without a mount.
+    Refs {
+        /// HDF5 file, or a remote object (s3://BUCKET/KEY, https://HOST/PATH,
+        /// http://HOST/PATH).
+        file: PathBuf,
+        /// Group or dataset to write [default: /].
+        path: Option<String>,
+        /// Write the manifest to OUT [default: standard output].
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
+        out: Option<PathBuf>,
+        /// The URL the references name [default: the source as given; for a local file,
+        /// its absolute path].
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Chunks of at most BYTES are written inline rather than referenced; an array whose
+        /// chunks must be decoded by h5mount is written only if every chunk fits.
+        #[arg(long, value_name = "BYTES", default_value_t = h5mount::views::zarr::refs::DEFAULT_INLINE_THRESHOLD,
+              value_parser = inline_threshold)]
+        inline_threshold: u64,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// Write the man page (h5mount.1) and the bash, zsh and fish completions into DIR
     /// (packaging/build-deb runs it).
     #[command(hide = true)]
     GenerateDocs { dir: PathBuf },
+}
+
+/// `--inline-threshold`: a byte count, at most 64 MiB (a manifest is held in memory).
+fn inline_threshold(v: &str) -> Result<u64, String> {
+    match v.trim().parse::<u64>() {
+        Ok(n) if n <= 64 << 20 => Ok(n),
+        Ok(_) => Err("expected at most 67108864 bytes".into()),
+        Err(_) => Err("expected a number of bytes".into()),
+    }
 }
 
 /// The command line definition, for the man page and completions.
@@ -294,6 +336,28 @@ fn into_command(cli: Cli) -> Result<Command, String> {
                 remote::check_source(url, &remote)?;
             }
             return Ok(Command::Inspect { file, path, remote });
+        }
+        Some(Sub::Refs {
+            file,
+            path,
+            out,
+            url,
+            inline_threshold,
+            remote: args,
+        }) => {
+            let mut remote = RemoteConfig::default();
+            args.apply(&mut remote);
+            if let Some(url) = file.to_str().filter(|f| config::is_remote(f)) {
+                remote::check_source(url, &remote)?;
+            }
+            return Ok(Command::Refs {
+                file,
+                path,
+                out,
+                url,
+                inline_threshold,
+                remote,
+            });
         }
         Some(Sub::GenerateDocs { dir }) => return Ok(Command::GenerateDocs(dir)),
         None => {}

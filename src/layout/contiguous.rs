@@ -31,6 +31,11 @@ impl Contiguous {
         }
     }
 
+    /// The block's relative address; `None` when never allocated.
+    pub(crate) fn addr(&self) -> Option<u64> {
+        self.addr
+    }
+
     /// `len` is the dataset's byte length.
     pub(crate) fn new(params: &LayoutParams, addr: u64, size: u64, len: u64) -> Result<Contiguous> {
         let addr = (addr != UNDEFINED_ADDR).then_some(addr);

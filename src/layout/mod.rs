@@ -165,6 +165,16 @@ impl DataReader {
         Ok(reader)
     }
 
+    /// The relative address of a contiguous dataset's block, which holds its image byte for
+    /// byte (checked to lie in the address space when the reader was made; against the file
+    /// when read); `None` for other layouts and for a block never allocated.
+    pub fn contiguous_addr(&self) -> Option<u64> {
+        match &self.kind {
+            Kind::Contiguous(r) => r.addr(),
+            _ => None,
+        }
+    }
+
     /// The chunk shape of a chunked dataset; `None` for other layouts.
     pub fn chunk_dims(&self) -> Option<&[u64]> {
         match &self.kind {

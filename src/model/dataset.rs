@@ -198,6 +198,15 @@ impl Dataset {
         }
     }
 
+    /// The relative address of a contiguous dataset's block (see
+    /// [`DataReader::contiguous_addr`]); `None` otherwise.
+    pub fn contiguous_addr(&self) -> Option<u64> {
+        match &self.reader {
+            ReaderState::Ready(r) => r.contiguous_addr(),
+            _ => None,
+        }
+    }
+
     /// The chunk shape of a chunked dataset h5mount can read (of a variable-length type too,
     /// whose chunks hold the stored references); `None` otherwise.
     pub fn chunk_dims(&self) -> Option<&[u64]> {

@@ -29,6 +29,7 @@ pub mod attrs;
 pub mod codecs;
 pub mod dims;
 pub mod dtype;
+pub mod refs;
 pub mod strings;
 #[cfg(test)]
 mod tests;
@@ -90,6 +91,15 @@ enum Encoding {
     PassThrough { chain: Vec<Codec> },
     /// Decoded chunks, and why.
     Decoded { why: String },
+}
+
+/// Where a chunk key's bytes are ([`ZarrArray::chunk_ref`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChunkRef {
+    /// `len` bytes of the file from absolute offset `offset`.
+    File { offset: u64, len: u64 },
+    /// These bytes, found nowhere in the file as they are.
+    Bytes(Vec<u8>),
 }
 
 /// One dataset as a Zarr array (see the module docs).
@@ -494,6 +504,67 @@ impl ZarrArray {
                 }
                 Ok(chunk)
             }
+        }
+    }
+
+    /// Where chunk key `coords`'s bytes are, for a reference manifest: a byte range of the
+    /// file when the key holds exactly those bytes (a stored chunk served as it is, an
+    /// unfiltered chunk, a whole-row slice of a contiguous block), else the bytes themselves
+    /// (chunks encoded again, decoded, strings, slices of other layouts). `None` when the
+    /// key does not exist. A slice at the end of a contiguous block names a whole chunk's
+    /// length when the file holds that many bytes from its start: what lies past the
+    /// block's end is past the array's edge, which a reader never uses.
+    pub fn chunk_ref(&self, ctx: ReadCtx, coords: &[u64]) -> Result<Option<ChunkRef>> {
+        let Some(dc) = self.dataset_coords(coords) else {
+            return Ok(None);
+        };
+        let storage = self.file.storage();
+        let in_file = |rel: u64, len: u64| -> Option<ChunkRef> {
+            let offset = storage.base().checked_add(rel)?;
+            (offset.checked_add(len)? <= storage.file_len())
+                .then_some(ChunkRef::File { offset, len })
+        };
+        let plain = self.ztype.vlen_strings.is_none() && self.ztype.space_padded.is_none();
+        let found = match (&self.grid, &self.encoding) {
+            (Grid::Stored, Encoding::PassThrough { chain }) if plain => {
+                match self.ds.stored_chunk(dc)? {
+                    None => return Ok(None),
+                    Some((rec, _)) if chain.is_empty() => in_file(rec.addr, self.chunk_bytes()),
+                    Some((rec, false))
+                        if rec.filter_mask == 0 && chain.last() != Some(&Codec::Fletcher32) =>
+                    {
+                        in_file(rec.addr, rec.size)
+                    }
+                    Some((rec, false)) if rec.filter_mask == 0 => {
+                        // A Fletcher-32 sum in the old swapped form is served fixed.
+                        let stored = self.ds.read_stored_chunk(ctx, &rec)?;
+                        let served = codecs::fix_fletcher32(stored.clone())
+                            .map_err(|e| self.chunk_error(rec.addr, e))?;
+                        if served == stored {
+                            in_file(rec.addr, rec.size)
+                        } else {
+                            return Ok(Some(ChunkRef::Bytes(served)));
+                        }
+                    }
+                    Some(_) => None,
+                }
+            }
+            (Grid::Virtual { rows }, _) if plain && self.rank > 0 => {
+                match self.ds.contiguous_addr() {
+                    Some(addr) => {
+                        let full = self.chunk_bytes();
+                        let row = full / (*rows).max(1);
+                        let start = dc[0].saturating_mul(*rows).saturating_mul(row);
+                        addr.checked_add(start).and_then(|a| in_file(a, full))
+                    }
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        match found {
+            Some(r) => Ok(Some(r)),
+            None => Ok(self.chunk(ctx, coords)?.map(ChunkRef::Bytes)),
         }
     }
 

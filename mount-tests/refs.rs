@@ -1,0 +1,144 @@
+//! `h5mount refs`: reference manifests, read back by the clients that use them.
+//!
+//! `refs_check.py` writes the manifest of each Zarr and corpus fixture at two inline
+//! thresholds and reads every array through fsspec's `ReferenceFileSystem` with zarr-python
+//! (Zarr format 2), comparing with h5py; an array with other values, or missing without
+//! being listed as left out, fails it. Without python3, zarr, fsspec, h5py or hdf5plugin
+//! the test says "skip" and returns, unless `H5MOUNT_REQUIRE_PYTHON` is set (as
+//! `mount-tests/run` sets it once it installed them), when it fails. The command's own
+//! refusals (a missing file, a bad threshold, a path that is not there) need nothing.
+
+use std::path::Path;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_h5mount");
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    root().join("mount-tests/fixtures/zarr").join(name)
+}
+
+/// Whether python3 has the modules the check needs (else skip, or fail when required).
+fn python_ready() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import zarr, fsspec, h5py, hdf5plugin, numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("H5MOUNT_REQUIRE_PYTHON").is_none(),
+            "H5MOUNT_REQUIRE_PYTHON is set but python3 lacks zarr, fsspec, h5py or hdf5plugin"
+        );
+        eprintln!("skip: python3 with zarr, fsspec, h5py and hdf5plugin is not installed");
+    }
+    ok
+}
+
+#[test]
+fn manifests_read_back_through_fsspec_and_zarr_equal_h5py() {
+    if !python_ready() {
+        return;
+    }
+    let out = Command::new("python3")
+        .arg(root().join("mount-tests/refs_check.py"))
+        .arg(BIN)
+        .current_dir(root())
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "refs_check.py failed:\n{text}");
+    // It checked something: "N passed" with N > 0.
+    let passed: u64 = text
+        .lines()
+        .last()
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(passed > 100, "{text}");
+}
+
+fn run_refs(args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .arg("refs")
+        .args(args)
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("h5mount runs")
+}
+
+#[test]
+fn the_manifest_on_standard_output_is_the_one_written_to_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = fixture("netcdf.h5");
+    let path = dir.path().join("m.json");
+    let a = run_refs(&[file.to_str().unwrap(), "-o", path.to_str().unwrap()]);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    let b = run_refs(&[file.to_str().unwrap()]);
+    assert!(b.status.success());
+    assert_eq!(std::fs::read(&path).unwrap(), b.stdout);
+    let m: serde_json::Value = serde_json::from_slice(&b.stdout).unwrap();
+    assert_eq!(m["version"], 1);
+    let refs = m["refs"].as_object().unwrap();
+    assert!(refs.contains_key(".zgroup") && refs.contains_key(".zmetadata"));
+    // The references name the file by its absolute path unless --url says otherwise.
+    let named: Vec<&str> = refs
+        .values()
+        .filter_map(|v| v.as_array())
+        .map(|a| a[0].as_str().unwrap())
+        .collect();
+    assert!(!named.is_empty() || refs.len() > 3);
+    assert!(
+        named.iter().all(|u| Path::new(u).is_absolute()),
+        "{named:?}"
+    );
+    let c = run_refs(&[
+        file.to_str().unwrap(),
+        "--url",
+        "s3://bucket/n.h5",
+        "--inline-threshold",
+        "0",
+    ]);
+    let m: serde_json::Value = serde_json::from_slice(&c.stdout).unwrap();
+    let refs = m["refs"].as_object().unwrap();
+    let urls: Vec<&str> = refs
+        .values()
+        .filter_map(|v| v.as_array())
+        .map(|a| a[0].as_str().unwrap())
+        .collect();
+    assert!(!urls.is_empty() && urls.iter().all(|u| *u == "s3://bucket/n.h5"));
+}
+
+#[test]
+fn a_subtree_is_written_alone() {
+    let file = fixture("netcdf.h5");
+    let o = run_refs(&[file.to_str().unwrap(), "/sub"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let keys: Vec<&String> = m["refs"].as_object().unwrap().keys().collect();
+    assert!(keys.iter().any(|k| k.starts_with("mask/")), "{keys:?}");
+    assert!(!keys.iter().any(|k| k.starts_with("sub/")), "{keys:?}");
+}
+
+#[test]
+fn refusals_are_one_line_with_a_status() {
+    let missing = run_refs(&["/nonexistent/f.h5"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("/nonexistent/f.h5"), "{err}");
+    let file = fixture("netcdf.h5");
+    let nopath = run_refs(&[file.to_str().unwrap(), "/no/such/group"]);
+    assert_eq!(nopath.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&nopath.stderr).contains("no/such"));
+    for bad in ["-1", "x", "99999999999"] {
+        let arg = format!("--inline-threshold={bad}");
+        let o = run_refs(&[file.to_str().unwrap(), &arg]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{bad}: {err}");
+    }
+}
