@@ -8,6 +8,8 @@
 //! `mount-tests/run` sets it once it installed them), when it fails. The command's own
 //! refusals (a missing file, a bad threshold, a path that is not there) need nothing.
 
+mod servers;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -23,16 +25,21 @@ fn fixture(name: &str) -> std::path::PathBuf {
 
 /// Whether python3 has the modules the check needs (else skip, or fail when required).
 fn python_ready() -> bool {
+    python_has("zarr, fsspec, h5py, hdf5plugin, numpy")
+}
+
+/// Whether python3 can import `modules` (else skip, or fail when required).
+fn python_has(modules: &str) -> bool {
     let ok = Command::new("python3")
-        .args(["-c", "import zarr, fsspec, h5py, hdf5plugin, numpy"])
+        .args(["-c", &format!("import {modules}")])
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
         assert!(
             std::env::var_os("H5MOUNT_REQUIRE_PYTHON").is_none(),
-            "H5MOUNT_REQUIRE_PYTHON is set but python3 lacks zarr, fsspec, h5py or hdf5plugin"
+            "H5MOUNT_REQUIRE_PYTHON is set but python3 cannot import {modules}"
         );
-        eprintln!("skip: python3 with zarr, fsspec, h5py and hdf5plugin is not installed");
+        eprintln!("skip: python3 cannot import {modules}");
     }
     ok
 }
@@ -141,4 +148,53 @@ fn refusals_are_one_line_with_a_status() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(err.lines().count(), 1, "{bad}: {err}");
     }
+}
+
+/// A manifest of an object behind a real HTTP server (nginx on loopback), made by reading
+/// it remotely, names it by its URL; fsspec reads the arrays back over HTTP, equal to h5py.
+#[test]
+fn a_manifest_of_an_http_object_reads_back_over_http() {
+    if !python_has("zarr, fsspec, aiohttp, h5py, hdf5plugin, numpy") {
+        return;
+    }
+    let Some(ng) = servers::Nginx::start(&root().join("mount-tests/fixtures/zarr"), 0) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("m.json");
+    let url = ng.url("zarr_latest.h5");
+    let o = Command::new(BIN)
+        .args(["refs", &url, "-o", manifest.to_str().unwrap()])
+        .env("HOME", dir.path())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let urls: Vec<&str> = m["refs"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|v| v.as_array())
+        .map(|a| a[0].as_str().unwrap())
+        .collect();
+    assert!(
+        !urls.is_empty() && urls.iter().all(|u| *u == url),
+        "{urls:?}"
+    );
+    let gets_by_refs = ng.logged().len();
+    let out = Command::new("python3")
+        .arg(root().join("mount-tests/refs_check.py"))
+        .args(["--manifest", manifest.to_str().unwrap(), "http"])
+        .arg(fixture("zarr_latest.h5"))
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(" passed, 0 failed"), "{text}");
+    // The readers went to the server for the chunks: more requests than the manifest's own.
+    assert!(ng.logged().len() > gets_by_refs, "no chunk read over HTTP");
 }

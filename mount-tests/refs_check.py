@@ -10,7 +10,8 @@ reason (at the large threshold, only what the Zarr view itself cannot map). An a
 present with wrong values is a failure; so is an array missing without being listed.
 
 Run from the repository root:
-`python3 mount-tests/refs_check.py H5MOUNT_BINARY [FILE.h5 ...]`
+`python3 mount-tests/refs_check.py H5MOUNT_BINARY [FILE.h5 ...]`, or for a manifest made
+elsewhere (of a remote object), `refs_check.py --manifest MANIFEST PROTOCOL FILE.h5`
 (default: the files `zarr_check.py` checks). Needs zarr (3.x), fsspec, numcodecs, h5py
 and hdf5plugin. Prints `N passed, M failed, K left out`; exits 1 on a failure.
 """
@@ -44,10 +45,19 @@ def check(binary, src, tmp, threshold, counts, failures):
     subprocess.run([str(binary), "refs", str(src), "-o", str(out),
                     "--inline-threshold", str(threshold)],
                    check=True, stderr=subprocess.DEVNULL)
-    manifest = json.loads(out.read_text())
+    check_manifest(out, "file", src, threshold, counts, failures)
+
+
+def check_manifest(out, protocol, src, threshold, counts, failures):
+    """Read every array of manifest `out` (its references read through fsspec's
+    `protocol`) and compare with the HDF5 file `src`."""
+    manifest = json.loads(Path(out).read_text())
     left = {("/" + p.lstrip("/")): why for p, why in manifest["h5mount"]["left_out"].items()}
-    fs = fsspec.filesystem("reference", fo=str(out), remote_protocol="file",
-                           asynchronous=True, skip_instance_cache=True)
+    # An asynchronous target (HTTP) must be asked for as one; the local one is wrapped.
+    remote = {"asynchronous": True} if protocol != "file" else {}
+    fs = fsspec.filesystem("reference", fo=str(out), remote_protocol=protocol,
+                           remote_options=remote, asynchronous=True,
+                           skip_instance_cache=True)
     store = zarr.storage.FsspecStore(fs, read_only=True, path="")
     root = zarr.open_group(store=store, mode="r", zarr_format=2)
     seen = set()
@@ -87,14 +97,23 @@ def check(binary, src, tmp, threshold, counts, failures):
 
 def main():
     warnings.simplefilter("ignore")
-    binary = Path(sys.argv[1])
-    files = [Path(f) for f in sys.argv[2:]] or DEFAULT
     counts = {"passed": 0, "failed": 0, "left out": 0}
     failures = []
+    if sys.argv[1] == "--manifest":
+        # A manifest made elsewhere (of a remote object): MANIFEST PROTOCOL FILE.h5
+        out, protocol, src = sys.argv[2], sys.argv[3], Path(sys.argv[4])
+        check_manifest(out, protocol, src, -1, counts, failures)
+        report(counts, failures)
+    binary = Path(sys.argv[1])
+    files = [Path(f) for f in sys.argv[2:]] or DEFAULT
     with tempfile.TemporaryDirectory() as tmp:
         for src in files:
             for threshold in (0, 64 << 20):
                 check(binary, src, tmp, threshold, counts, failures)
+    report(counts, failures)
+
+
+def report(counts, failures):
     for f in failures:
         print("FAIL", f)
     print("%d passed, %d failed, %d left out" % (
