@@ -198,3 +198,140 @@ fn a_manifest_of_an_http_object_reads_back_over_http() {
     // The readers went to the server for the chunks: more requests than the manifest's own.
     assert!(ng.logged().len() > gets_by_refs, "no chunk read over HTTP");
 }
+
+/// The refs of every entry of a manifest, URLs left out: what two manifests of the same
+/// file read from different places must agree on.
+fn refs_without_urls(m: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    let mut out: Vec<(String, serde_json::Value)> = m["refs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let v = match v.as_array() {
+                Some(a) => serde_json::json!([a[1], a[2]]),
+                None => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// A directory: one manifest per HDF5 file, at its relative path; a file that is not HDF5
+/// is passed over, and one that fails (a signature and nothing more) is one line on
+/// standard error and the exit status, the others being written.
+#[test]
+fn a_directory_gives_one_manifest_per_file_and_counts_the_failures() {
+    let src = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(src.path().join("a/b")).unwrap();
+    for (from, to) in [("netcdf.h5", "n.h5"), ("zarr_latest.h5", "a/b/z.h5")] {
+        std::fs::copy(fixture(from), src.path().join(to)).unwrap();
+    }
+    std::fs::write(src.path().join("notes.txt"), b"not hdf5").unwrap();
+    let mut broken = b"\x89HDF\r\n\x1a\n".to_vec();
+    broken.extend_from_slice(&[0xff; 40]);
+    std::fs::write(src.path().join("a/broken.h5"), &broken).unwrap();
+    let o = run_refs(&[
+        src.path().to_str().unwrap(),
+        "-o",
+        out.path().to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "one failed: {err}");
+    assert!(
+        err.contains("broken.h5") && err.contains("1 of 3 files failed"),
+        "{err}"
+    );
+    let mut written: Vec<String> = walkdir(out.path());
+    written.sort();
+    assert_eq!(written, ["a/b/z.h5.json", "n.h5.json"]);
+    // Each is the manifest of its file alone.
+    let alone = run_refs(&[fixture("netcdf.h5").to_str().unwrap()]);
+    let a: serde_json::Value = serde_json::from_slice(&alone.stdout).unwrap();
+    let b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("n.h5.json")).unwrap()).unwrap();
+    assert_eq!(refs_without_urls(&a), refs_without_urls(&b));
+}
+
+fn walkdir(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A bucket prefix on a real S3 store (SeaweedFS on loopback): a manifest per object named
+/// like HDF5, naming it by its s3:// URL, with the same references as the local file's.
+#[test]
+fn a_bucket_prefix_gives_one_manifest_per_object() {
+    let Some(sw) = servers::Seaweed::start() else {
+        return;
+    };
+    sw.create_bucket("refs");
+    for name in ["netcdf.h5", "zarr_latest.h5"] {
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        sw.put_object("refs", &format!("run/sub/{name}"), &bytes);
+    }
+    sw.put_object("refs", "run/notes.txt", b"text");
+    sw.put_object(
+        "refs",
+        "elsewhere/x.h5",
+        &std::fs::read(fixture("netcdf.h5")).unwrap(),
+    );
+    let out = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["refs", "s3://refs/run/", "-o", out.path().to_str().unwrap()])
+        .args([
+            "--endpoint",
+            &sw.endpoint(),
+            "--no-sign-request",
+            "--region",
+            "us-east-1",
+        ])
+        .env("HOME", home.path())
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_PROFILE")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut written = walkdir(out.path());
+    written.sort();
+    assert_eq!(written, ["sub/netcdf.h5.json", "sub/zarr_latest.h5.json"]);
+    for name in ["netcdf.h5", "zarr_latest.h5"] {
+        let remote: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(out.path().join(format!("sub/{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        let url = format!("s3://refs/run/sub/{name}");
+        let urls: Vec<&str> = remote["refs"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter_map(|v| v.as_array())
+            .map(|a| a[0].as_str().unwrap())
+            .collect();
+        assert!(urls.iter().all(|u| *u == url), "{urls:?}");
+        let local = run_refs(&[fixture(name).to_str().unwrap()]);
+        let local: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+        assert_eq!(
+            refs_without_urls(&local),
+            refs_without_urls(&remote),
+            "{name}"
+        );
+    }
+}

@@ -6,6 +6,7 @@ mod cli;
 mod config;
 mod daemon;
 mod docs;
+mod refs_cmd;
 
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
@@ -36,81 +37,6 @@ fn inspect(
     #[cfg(not(feature = "remote"))]
     let _ = remote;
     h5mount::inspect::inspect(file, start, out).map_err(failed)
-}
-
-/// `h5mount refs`: the manifest of `start` (default: the root) of `file`, written to `out`
-/// (default: standard output); what was left out is listed on standard error. The message
-/// of a failure is the line to print.
-fn refs(
-    file: &Path,
-    start: Option<&str>,
-    out: Option<&Path>,
-    url: Option<&str>,
-    inline_threshold: u64,
-    remote: &config::RemoteConfig,
-) -> Result<(), String> {
-    use h5mount::views::zarr::refs::{manifest, RefsOptions};
-    let shown = daemon::display_url(&file.display().to_string());
-    let failed = |e: h5mount::Error| format!("{shown}: {e}");
-    let opts = h5mount::model::OpenOptions {
-        cache_bytes: 64 << 20,
-        ..Default::default()
-    };
-    #[cfg(feature = "remote")]
-    let remote_url = file.to_str().filter(|u| config::is_remote(u));
-    #[cfg(not(feature = "remote"))]
-    let remote_url: Option<&str> = {
-        let _ = remote;
-        None
-    };
-    let (f, default_url) = match remote_url {
-        #[cfg(feature = "remote")]
-        Some(u) => {
-            let ropts = remote.options()?;
-            let f = h5mount::model::File::open_url(u, &opts, &ropts).map_err(failed)?;
-            (f, daemon::display_url(u))
-        }
-        _ => {
-            let f = h5mount::model::File::open(file, &opts).map_err(failed)?;
-            let abs = std::path::absolute(file).map_err(|e| format!("{shown}: {e}"))?;
-            (f, abs.display().to_string())
-        }
-    };
-    let root = match start {
-        Some(p) => f.resolve(p).map_err(failed)?,
-        None => f.root(),
-    };
-    let m = manifest(
-        &f,
-        root,
-        &RefsOptions {
-            url: url.map_or(default_url, str::to_string),
-            inline_threshold,
-        },
-    )
-    .map_err(failed)?;
-    for (path, why) in &m.left_out {
-        eprintln!("h5mount: {shown}: {path}: left out: {why}");
-    }
-    let text = serde_json::to_vec(&m.json).map_err(|e| e.to_string())?;
-    match out {
-        Some(o) => std::fs::write(o, text).map_err(|e| format!("{}: {e}", o.display()))?,
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(&text)
-                .and_then(|()| stdout.flush())
-                .map_err(|e| format!("standard output: {e}"))?;
-        }
-    }
-    log::info!(
-        "{shown}: {} arrays, {} chunks referenced, {} inline, {} left out",
-        m.arrays,
-        m.referenced,
-        m.inlined,
-        m.left_out.len()
-    );
-    Ok(())
 }
 
 fn main() {
@@ -144,21 +70,14 @@ fn main() {
             remote,
         } => {
             init_logging(0, None);
-            let res = refs(
-                &file,
-                path.as_deref(),
-                out.as_deref(),
-                url.as_deref(),
+            refs_cmd::run(&refs_cmd::Args {
+                source: &file,
+                start: path.as_deref(),
+                out: out.as_deref(),
+                url: url.as_deref(),
                 inline_threshold,
-                &remote,
-            );
-            match res {
-                Ok(()) => 0,
-                Err(msg) => {
-                    eprintln!("h5mount: {msg}");
-                    1
-                }
-            }
+                remote: &remote,
+            })
         }
         Command::Mount(cfg) => {
             ensure_allocator_env();

@@ -1,0 +1,240 @@
+//! `h5mount refs`: write reference manifests (the library's `views::zarr::refs`) of one
+//! file, or of every HDF5 file of a directory or bucket prefix.
+//!
+//! One file: its manifest goes to `-o OUT` or standard output. A directory or prefix: one
+//! manifest per HDF5 file (local files by their signature, objects by their name's
+//! extension), written under the directory `-o OUT` (default: `SOURCE-NAME.refs` here) at
+//! the file's relative path plus `.json`; files are done in parallel, and a file that fails
+//! does not stop the others: each failure is one line on standard error, and the exit
+//! status is the number of files that failed (at most 100; 0 when none did). On a terminal,
+//! a progress line counts the files done.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use h5mount::model::{File, OpenOptions};
+use h5mount::views::zarr::refs::{manifest, RefsOptions};
+
+use crate::config::{self, RemoteConfig};
+use crate::daemon::display_url;
+
+/// What the command line asked for.
+pub struct Args<'a> {
+    pub source: &'a Path,
+    pub start: Option<&'a str>,
+    pub out: Option<&'a Path>,
+    pub url: Option<&'a str>,
+    pub inline_threshold: u64,
+    pub remote: &'a RemoteConfig,
+}
+
+/// Files of a directory or prefix written at most at once.
+const PARALLEL: usize = 8;
+
+/// Run the command; the process's exit status.
+pub fn run(a: &Args) -> i32 {
+    match sources(a) {
+        Ok(None) => match one(a, &a.source.display().to_string(), a.out, a.url) {
+            Ok(()) => 0,
+            Err(msg) => {
+                eprintln!("h5mount: {msg}");
+                1
+            }
+        },
+        Ok(Some(files)) => many(a, files),
+        Err(msg) => {
+            eprintln!("h5mount: {msg}");
+            1
+        }
+    }
+}
+
+/// The files of a directory or prefix source, as (source to open, relative name); `None`
+/// for a source that is one file.
+fn sources(a: &Args) -> Result<Option<Vec<(String, String)>>, String> {
+    let text = a.source.display().to_string();
+    #[cfg(feature = "remote")]
+    if config::is_remote(&text) {
+        if !h5mount::io::remote::is_prefix(&text) {
+            return Ok(None);
+        }
+        return prefix_objects(&text, a.remote).map(Some);
+    }
+    if !a.source.is_dir() {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![a.source.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file() && h5mount::fs::hostdir::path_is_hdf5(&p) {
+                let rel = p.strip_prefix(a.source).unwrap_or(&p);
+                out.push((p.display().to_string(), rel.display().to_string()));
+            }
+        }
+    }
+    out.sort();
+    Ok(Some(out))
+}
+
+/// The objects under an `s3://bucket/prefix/` named like HDF5 files, listed recursively.
+#[cfg(feature = "remote")]
+fn prefix_objects(url: &str, remote: &RemoteConfig) -> Result<Vec<(String, String)>, String> {
+    use h5mount::io::Opener;
+    let ropts = remote.options()?;
+    let (origin, path) =
+        h5mount::io::remote::RemoteOrigin::of(url, &ropts).map_err(|e| e.to_string())?;
+    let root = path.trim_end_matches('/').to_string();
+    let mut out = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in origin.list(&dir).map_err(|e| e.to_string())? {
+            let child = format!("{dir}/{}", e.name);
+            if e.dir {
+                stack.push(child);
+            } else if h5mount::fs::hostdir::has_hdf5_extension(&e.name) {
+                let rel = child[root.len()..].trim_start_matches('/').to_string();
+                out.push((origin.url(&child), rel));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Write the manifest of every file of `files` under the output directory.
+fn many(a: &Args, files: Vec<(String, String)>) -> i32 {
+    let out_dir = match a.out {
+        Some(o) => o.to_path_buf(),
+        None => {
+            let name = a
+                .source
+                .file_name()
+                .map_or("source".into(), |n| n.to_string_lossy().into_owned());
+            PathBuf::from(format!("{name}.refs"))
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&out_dir) {
+        eprintln!("h5mount: {}: {e}", out_dir.display());
+        return 1;
+    }
+    if a.url.is_some() {
+        eprintln!("h5mount: --url names one file; each file of a directory keeps its own");
+        return 2;
+    }
+    let total = files.len();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    let files = Arc::new(files);
+    let progress = std::io::stderr().is_terminal();
+    let stderr = Mutex::new(());
+    std::thread::scope(|s| {
+        for _ in 0..PARALLEL.min(total.max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((src, rel)) = files.get(i) else {
+                    break;
+                };
+                let target = out_dir.join(format!("{rel}.json"));
+                let r = target
+                    .parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .map_err(|e| format!("{}: {e}", target.display()))
+                    .and_then(|()| one(a, src, Some(&target), None));
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                let _held = stderr.lock();
+                if let Err(msg) = r {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    if progress {
+                        eprint!("\r\x1b[K");
+                    }
+                    eprintln!("h5mount: {msg}");
+                }
+                if progress {
+                    eprint!("\r\x1b[K{n}/{total} {rel}");
+                    let _ = std::io::stderr().flush();
+                }
+            });
+        }
+    });
+    if progress {
+        eprintln!();
+    }
+    let failed = failed.load(Ordering::Relaxed);
+    if failed > 0 {
+        eprintln!("h5mount: {failed} of {total} files failed");
+    }
+    failed.min(100) as i32
+}
+
+/// Write the manifest of the one file `source` to `out` (standard output when `None`);
+/// what was left out is listed on standard error. The message of a failure is the line to
+/// print.
+fn one(a: &Args, source: &str, out: Option<&Path>, url: Option<&str>) -> Result<(), String> {
+    let shown = display_url(source);
+    let failed = |e: h5mount::Error| format!("{shown}: {e}");
+    let opts = OpenOptions {
+        cache_bytes: 64 << 20,
+        ..Default::default()
+    };
+    #[cfg(feature = "remote")]
+    let (f, default_url) = if config::is_remote(source) {
+        let ropts = a.remote.options()?;
+        let f = File::open_url(source, &opts, &ropts).map_err(failed)?;
+        (f, display_url(source))
+    } else {
+        local(source, &opts, &shown)?
+    };
+    #[cfg(not(feature = "remote"))]
+    let (f, default_url) = local(source, &opts, &shown)?;
+    let root = match a.start {
+        Some(p) => f.resolve(p).map_err(failed)?,
+        None => f.root(),
+    };
+    let m = manifest(
+        &f,
+        root,
+        &RefsOptions {
+            url: url.map_or(default_url, str::to_string),
+            inline_threshold: a.inline_threshold,
+        },
+    )
+    .map_err(failed)?;
+    for (path, why) in &m.left_out {
+        eprintln!("h5mount: {shown}: {path}: left out: {why}");
+    }
+    let text = serde_json::to_vec(&m.json).map_err(|e| e.to_string())?;
+    match out {
+        Some(o) => std::fs::write(o, text).map_err(|e| format!("{}: {e}", o.display()))?,
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(&text)
+                .and_then(|()| stdout.flush())
+                .map_err(|e| format!("standard output: {e}"))?;
+        }
+    }
+    log::info!(
+        "{shown}: {} arrays, {} chunks referenced, {} inline, {} left out",
+        m.arrays,
+        m.referenced,
+        m.inlined,
+        m.left_out.len()
+    );
+    Ok(())
+}
+
+/// The local file `source`, and the URL its references name: its absolute path.
+fn local(source: &str, opts: &OpenOptions, shown: &str) -> Result<(Arc<File>, String), String> {
+    let f = File::open(Path::new(source), opts).map_err(|e| format!("{shown}: {e}"))?;
+    let abs = std::path::absolute(source).map_err(|e| format!("{shown}: {e}"))?;
+    Ok((f, abs.display().to_string()))
+}
