@@ -396,6 +396,8 @@ fn links_become_arrays_and_what_zarr_cannot_hold_is_left_out() {
     let typed = at(&fs, "/typed_compound");
     assert_eq!(typed.kind, FileKind::Directory);
     assert_eq!(errno(walk(&fs, "/typed_compound/zarr.json")), libc::EIO);
+    // Names that cannot be its keys are absent, not failing (readers probe for them).
+    assert_eq!(errno(walk(&fs, "/typed_compound/.zarray")), libc::ENOENT);
     let all = json_at(&fs, "/zarr.json")["consolidated_metadata"]["metadata"].clone();
     assert!(all.get("typed_compound").is_none());
     assert_eq!(all["soft/absolute"]["node_type"], "array");

@@ -10,6 +10,9 @@
 //! the cache does not keep closed files open for long. Chunks: at most [`CHUNK_BUDGET`]
 //! bytes, least recently used out first; the newest chunk is kept even when it alone is
 //! larger, so that the reads of one large chunk key, a piece at a time, decode it once.
+//! Listings of array and key directories: at most [`LISTED_ENTRIES`] entries in all, by the
+//! same rule (the newest is kept, so that the `readdir` calls of one large listing, a few
+//! entries each, find it).
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, Weak};
@@ -17,6 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use lru::LruCache;
 
 use crate::error::Error;
+use crate::fs::dir::Listing;
 use crate::model::{File, FileIdx, ObjectId};
 use crate::sync::flight::{on_panic, Flights, Role};
 use crate::sync::lock;
@@ -27,6 +31,9 @@ pub const MAX_ARRAYS: usize = 4096;
 
 /// Bytes of chunk keys kept at most (see the module docs for the one exception).
 pub const CHUNK_BUDGET: u64 = 64 << 20;
+
+/// Entries of key listings kept at most (see the module docs for the one exception).
+pub const LISTED_ENTRIES: usize = 1 << 21;
 
 type ArrayKey = (FileIdx, ObjectId);
 
@@ -184,6 +191,41 @@ impl ChunkCache {
     }
 }
 
+/// Listings of array and key directories, by inode number.
+#[derive(Debug)]
+pub struct ListingCache {
+    state: Mutex<(LruCache<u64, Arc<Listing>>, usize)>,
+}
+
+impl ListingCache {
+    pub fn new() -> ListingCache {
+        ListingCache {
+            state: Mutex::new((LruCache::unbounded(), 0)),
+        }
+    }
+
+    /// The listing of `ino`, if kept.
+    pub fn get(&self, ino: u64) -> Option<Arc<Listing>> {
+        lock(&self.state).0.get(&ino).cloned()
+    }
+
+    /// Keep `listing` as the listing of `ino`.
+    pub fn put(&self, ino: u64, listing: Arc<Listing>) {
+        let mut s = lock(&self.state);
+        let (kept, entries) = &mut *s;
+        *entries = entries.saturating_add(listing.entries.len());
+        if let Some(old) = kept.put(ino, listing) {
+            *entries = entries.saturating_sub(old.entries.len());
+        }
+        while *entries > LISTED_ENTRIES && kept.len() > 1 {
+            match kept.pop_lru() {
+                Some((_, old)) => *entries = entries.saturating_sub(old.entries.len()),
+                None => break,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,5 +250,24 @@ mod tests {
         assert!(e.to_string().contains("bad"));
         // A failure is not kept.
         assert_eq!(*c.get(3, || Ok(vec![7])).unwrap(), vec![7]);
+    }
+
+    #[test]
+    fn listings_stay_within_their_entries_but_the_newest_is_kept() {
+        let listing = |n: usize| {
+            let e = |i: usize| crate::fs::dir::DirEntry {
+                ino: i as u64,
+                kind: crate::fs::FileKind::RegularFile,
+                name: i.to_string(),
+            };
+            Arc::new(Listing::new((0..n).map(e).collect()))
+        };
+        let c = ListingCache::new();
+        c.put(1, listing(LISTED_ENTRIES / 2));
+        c.put(2, listing(LISTED_ENTRIES / 2));
+        assert!(c.get(1).is_some() && c.get(2).is_some());
+        c.put(3, listing(LISTED_ENTRIES + 1));
+        assert!(c.get(1).is_none() && c.get(2).is_none());
+        assert_eq!(c.get(3).unwrap().entries.len(), LISTED_ENTRIES + 1);
     }
 }

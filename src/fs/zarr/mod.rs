@@ -39,14 +39,10 @@ pub mod keys;
 pub mod table;
 mod tree;
 
-use std::num::NonZeroUsize;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use lru::LruCache;
-
 use super::attr::{Attr, FileKind};
-use super::dir::Listing;
 use super::error::{FsError, FsResult};
 use super::inode::{Node, NodeKind};
 use super::{H5Fs, Xattrs};
@@ -65,9 +61,6 @@ pub const ENCODING_XATTR: &str = "user.h5mount.zarr_encoding";
 /// Grid positions one listing asks about at most (see [`keys`]).
 pub const MAX_LISTED_POSITIONS: u64 = 1 << 20;
 
-/// Listings of array and key directories kept (each may hold many keys).
-const KEY_LISTINGS: usize = 16;
-
 /// The Zarr tree's state in a mount.
 #[derive(Debug)]
 pub struct ZarrFs {
@@ -75,7 +68,7 @@ pub struct ZarrFs {
     table: ZarrTable,
     arrays: cache::ArrayCache,
     chunks: cache::ChunkCache,
-    key_listings: Mutex<LruCache<u64, Arc<Listing>>>,
+    key_listings: cache::ListingCache,
     /// Held while the root's consolidated document is made (once, not by each caller).
     consolidating: Mutex<()>,
     /// Set when the store was found too large for consolidated metadata (not walked again).
@@ -89,9 +82,7 @@ impl ZarrFs {
             table: ZarrTable::new(),
             arrays: cache::ArrayCache::new(),
             chunks: cache::ChunkCache::new(),
-            key_listings: Mutex::new(LruCache::new(
-                NonZeroUsize::new(KEY_LISTINGS).unwrap_or(NonZeroUsize::MIN),
-            )),
+            key_listings: cache::ListingCache::new(),
             consolidating: Mutex::new(()),
             too_big: AtomicBool::new(false),
         }
@@ -259,10 +250,18 @@ impl H5Fs {
                 if let Some(&doc) = z.array_documents().iter().find(|&&d| d == name) {
                     return self.document_attr(z, dir.ino, doc, &dir.path);
                 }
+                // Only these can be keys: other names are absent even where the array
+                // cannot be served (a reader probing for another format's documents).
+                let could_be_key = match z.opts.version {
+                    ZarrVersion::V3 => name == "c",
+                    ZarrVersion::V2 => name.bytes().all(|b| b.is_ascii_digit() || b == b'.'),
+                };
+                if !could_be_key {
+                    return Err(enoent());
+                }
                 let (array, block) = self.zarr_keys(z, &dir)?;
                 let coords = match z.opts.version {
-                    ZarrVersion::V3 if name == "c" => Vec::new(),
-                    ZarrVersion::V3 => return Err(enoent()),
+                    ZarrVersion::V3 => Vec::new(),
                     ZarrVersion::V2 => array.parse_chunk_key(name).ok_or_else(enoent)?,
                 };
                 self.key_attr(z, &dir, &block, &coords)

@@ -2,7 +2,8 @@
 //! groups and arrays, and which keys an array directory shows (see the parent module).
 //!
 //! Group and host directory listings are kept with the plain tree's listings; the listings
-//! of array and key directories, which may hold many keys, in a small cache of their own.
+//! of array and key directories, which may hold many keys, in a bounded cache of their own
+//! (`super::cache`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,7 +18,6 @@ use crate::fs::inode::{self, Anchor, Node, NodeKind, ROOT_INO};
 use crate::fs::H5Fs;
 use crate::model::resolver::fold;
 use crate::model::{File, FileIdx, Link, LinkTarget, ObjectId, ObjectKind};
-use crate::sync::lock;
 use crate::views::zarr::ZarrVersion;
 
 /// Why Zarr cannot hold the node name `name`, if it cannot.
@@ -69,7 +69,7 @@ impl H5Fs {
     /// `listing` in a Zarr mount.
     pub(in crate::fs) fn zarr_listing(&self, z: &ZarrFs, ino: u64) -> FsResult<Arc<Listing>> {
         if is_zarr_ino(ino) {
-            if let Some(l) = lock(&z.key_listings).get(&ino) {
+            if let Some(l) = z.key_listings.get(ino) {
                 return Ok(l.clone());
             }
             let listing = Arc::new(match self.zarr_entry(z, ino)? {
@@ -77,7 +77,7 @@ impl H5Fs {
                 Entry::Array(dir) => self.array_listing(z, &dir)?,
                 Entry::Key(block, local) => self.key_listing(z, &block, local)?,
             });
-            lock(&z.key_listings).put(ino, listing.clone());
+            z.key_listings.put(ino, listing.clone());
             return Ok(listing);
         }
         if let Some(l) = self.cached_listing(ino) {
