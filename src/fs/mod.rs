@@ -8,7 +8,8 @@
 //! symlink naming it when it cannot be followed, see `external`). A mounted directory shows
 //! its HDF5 files as directories and passes its other files through ([`hostdir`]). Every file
 //! other than the mounted one is found by the mount's resolver (`model::resolver`). The
-//! mount is read-only: every mutating operation answers `EROFS`.
+//! mount is read-only: every mutating operation answers `EROFS`. With `--zarr` the tree is a
+//! Zarr store instead ([`zarr`]).
 //!
 //! Attributes and directory listings are computed once per inode and kept: the file is taken
 //! not to change while mounted, unless the mount re-reads it (`--refresh`, see [`refresh`]),

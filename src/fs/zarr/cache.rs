@@ -1,7 +1,7 @@
-//! The two caches of the Zarr tree: built arrays ([`ZarrArray`], whose building reads the
+//! The caches of the Zarr tree: built arrays ([`ZarrArray`], whose building reads the
 //! dataset's header and attributes) and the bytes of recently read chunk keys. Both load
 //! through the crate's single flight (`crate::sync::flight`): however many readers miss the
-//! same entry at once, it is built or read once.
+//! same entry at once, it is built or read once. And the listings of key directories.
 //!
 //! Bounds. Arrays: at most [`MAX_ARRAYS`], least recently used out first. An array holds its
 //! dataset and with it the dataset's file open, so an entry is kept with the file it was

@@ -7,9 +7,9 @@
 //! `c`, `c/0`, `c/0/1`), v2 `0.1.2`. In a directory or prefix mount each subdirectory and
 //! each HDF5 file is a group (the file's root group, under the file's name); other files
 //! are left out. The root's documents carry the consolidated metadata of the whole store
-//! ([`docs`]).
+//! (`docs`).
 //!
-//! What is shown (see [`tree`]): hard, soft and external links to datasets are arrays at
+//! What is shown (see `tree`): hard, soft and external links to datasets are arrays at
 //! each path that leads to them; a group appears at the first path it is found at, like the
 //! plain tree's directories, and is left out at the others (a Zarr store has no links);
 //! committed datatypes, dangling links and names Zarr cannot hold (reserved `__` names in
@@ -21,7 +21,7 @@
 //! grid answers `ENOENT`. Listings ask the array about each grid position (bounded, see
 //! [`keys`]); a prefix directory of v3 answers a lookup for any position of the grid, and
 //! is listed when a chunk below it exists. A key's size is the chunk's without reading it;
-//! its bytes are read at the first read of the file and kept a while ([`cache`]).
+//! its bytes are read at the first read of the file and kept a while (`cache`).
 //!
 //! Failures. A dataset that cannot be mapped (its array cannot be built) has documents that
 //! fail with `EIO`, and no keys; one whose chunk index or chunks cannot be read fails those
@@ -33,10 +33,10 @@
 //! The mount stays read-only; the file is taken not to change (the Zarr tree does not
 //! combine with `--refresh`), so documents and numbers are kept for the mount's life.
 
-pub mod cache;
+mod cache;
 mod docs;
 pub mod keys;
-pub mod table;
+mod table;
 mod tree;
 
 use std::sync::atomic::AtomicBool;
@@ -248,7 +248,7 @@ impl H5Fs {
                     return self.getattr(dir.parent);
                 }
                 if let Some(&doc) = z.array_documents().iter().find(|&&d| d == name) {
-                    return self.document_attr(z, dir.ino, doc, &dir.path);
+                    return self.document_attr(z, dir.ino, doc);
                 }
                 // Only these can be keys: other names are absent even where the array
                 // cannot be served (a reader probing for another format's documents).
@@ -311,18 +311,11 @@ impl H5Fs {
         }
     }
 
-    /// Attributes of the document `name` of directory `dir` (at `dir_path`).
-    fn document_attr(
-        &self,
-        z: &ZarrFs,
-        dir: u64,
-        name: &'static str,
-        dir_path: &str,
-    ) -> FsResult<Attr> {
-        let path = super::inode::join_path(dir_path, name);
+    /// Attributes of the document `name` of directory `dir`.
+    fn document_attr(&self, z: &ZarrFs, dir: u64, name: &'static str) -> FsResult<Attr> {
         let doc = z
             .table
-            .document(dir, name, path)
+            .document(dir, name)
             .ok_or(FsError::Errno(libc::ENOSPC))?;
         self.zarr_getattr(z, doc.ino)
     }

@@ -89,12 +89,11 @@ impl H5Fs {
         Ok(self.keep_listing(ino, gen, listing))
     }
 
-    /// Entries for the documents `names` of directory `dir` at `path`.
+    /// Entries for the documents `names` of directory `dir`.
     fn document_entries(
         &self,
         z: &ZarrFs,
         dir: u64,
-        path: &str,
         names: &[&'static str],
     ) -> FsResult<Vec<DirEntry>> {
         names
@@ -102,7 +101,7 @@ impl H5Fs {
             .map(|&name| {
                 let doc = z
                     .table
-                    .document(dir, name, inode::join_path(path, name))
+                    .document(dir, name)
                     .ok_or(FsError::Errno(libc::ENOSPC))?;
                 Ok(DirEntry {
                     ino: doc.ino,
@@ -117,7 +116,7 @@ impl H5Fs {
     fn group_listing(&self, z: &ZarrFs, node: &Node) -> FsResult<Listing> {
         let mut entries = dir::dots(node.ino, node.parent);
         let docs = z.group_documents(node.ino == ROOT_INO);
-        entries.extend(self.document_entries(z, node.ino, &node.path, docs)?);
+        entries.extend(self.document_entries(z, node.ino, docs)?);
         if let NodeKind::HostDir { rel } = &node.kind {
             let host = self.host_listing(node, rel)?;
             for e in host.entries.into_iter().skip(2) {
@@ -165,7 +164,7 @@ impl H5Fs {
         }
         let docs = z.group_documents(node.ino == ROOT_INO);
         if let Some(&doc) = docs.iter().find(|&&d| d == name) {
-            return self.document_attr(z, node.ino, doc, &node.path);
+            return self.document_attr(z, node.ino, doc);
         }
         match node.kind {
             NodeKind::HostDir { .. } => {
@@ -277,7 +276,7 @@ impl H5Fs {
     /// every chunk key that exists (v2).
     fn array_listing(&self, z: &ZarrFs, dir: &ArrayDir) -> FsResult<Listing> {
         let mut entries = dir::dots(dir.ino, dir.parent);
-        entries.extend(self.document_entries(z, dir.ino, &dir.path, z.array_documents())?);
+        entries.extend(self.document_entries(z, dir.ino, z.array_documents())?);
         // An array that cannot be served has no keys (its documents fail; logged).
         let Ok((array, block)) = self.zarr_keys(z, dir) else {
             return Ok(Listing::new(entries));
