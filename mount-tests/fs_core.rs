@@ -104,6 +104,7 @@ fn fs_options(file_size: u64, views: ViewOptions, refresh: Option<Duration>) -> 
         file_size,
         views,
         refresh,
+        zarr: None,
     }
 }
 

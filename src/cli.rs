@@ -69,7 +69,8 @@ struct Cli {
     /// allow_external_paths (follow external links, virtual-dataset sources, external
     /// storage and directory symlinks that lead outside the mounted file's directory or the
     /// mounted directory),
-    /// npy, envi, tiff, byte_order=native|little|big (see Views), refresh=SECONDS;
+    /// npy, envi, tiff, byte_order=native|little|big (see Views), zarr, zarr=2, zarr_decoded
+    /// (see Zarr), refresh=SECONDS;
     /// fstab options (noauto, nofail, _netdev, user, x-*, ...) and rw are accepted and ignored.
     #[arg(
         short = 'o',
@@ -95,6 +96,26 @@ struct Cli {
     /// [default: as stored].
     #[arg(long, value_name = "ORDER", value_parser = config::parse_byte_order, help_heading = "Views")]
     byte_order: Option<h5mount::views::ByteOrderMode>,
+
+    /// Serve SOURCE as a Zarr store instead, in format 3 (--zarr, --zarr=3) or 2 (--zarr=2):
+    /// groups are Zarr groups, datasets Zarr arrays with one file per chunk that was
+    /// written, the root carries consolidated metadata (-o zarr, -o zarr=2). Does not
+    /// combine with the views or --refresh.
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "3",
+        value_parser = config::parse_zarr_version,
+        help_heading = "Zarr"
+    )]
+    zarr: Option<h5mount::views::zarr::ZarrVersion>,
+
+    /// With --zarr: serve every chunk decoded, under the plain bytes codec (v2: no
+    /// compressor), for readers that know few codecs (-o zarr_decoded).
+    #[arg(long, help_heading = "Zarr")]
+    zarr_decoded: bool,
 
     /// Re-read the file when it changes, checking every SECONDS (decimals allowed; 0: off),
     /// for files written while mounted (-o refresh=SECONDS) [default: off].
@@ -316,9 +337,9 @@ fn refused_value(e: &clap::Error) -> Option<String> {
         Some(ContextValue::String(s)) => Some(s.as_str()),
         _ => None,
     };
-    // The argument as clap names it: `--threads <N>`.
+    // The argument as clap names it: `--threads <N>`, `--zarr[=<FORMAT>]`.
     let arg = text(ContextKind::InvalidArg)?;
-    let arg = arg.split(' ').next().unwrap_or(arg);
+    let arg = arg.split([' ', '[']).next().unwrap_or(arg);
     let value = text(ContextKind::InvalidValue)?;
     Some(format!("{arg} {}: {why}", remote::shown(value)))
 }
@@ -390,6 +411,10 @@ fn into_command(cli: Cli) -> Result<Command, String> {
     if let Some(b) = cli.byte_order {
         c.byte_order = b;
     }
+    if let Some(v) = cli.zarr {
+        c.zarr = Some(v);
+    }
+    c.zarr_decoded |= cli.zarr_decoded;
     if let Some(r) = &cli.refresh {
         c.refresh = config::parse_refresh(r)
             .map_err(|why| format!("--refresh {}: {why}", remote::shown(r)))?;
@@ -488,6 +513,33 @@ mod tests {
         };
         assert!(c.tiff);
         assert!(parse(&["h5mount", "--byte-order", "odd", "f.h5", "/m"]).is_err());
+    }
+
+    #[test]
+    fn zarr_flags_and_options() {
+        use h5mount::views::zarr::ZarrVersion;
+        let zarr_of = |args: &[&str]| match parse(args) {
+            Ok(Command::Mount(c)) => c.zarr(),
+            Ok(_) => panic!("not a mount"),
+            Err(e) => panic!("{args:?}: {e}"),
+        };
+        assert_eq!(zarr_of(&["h5mount", "f.h5", "/m"]), None);
+        // A bare --zarr takes no value from the next argument: SOURCE stays SOURCE.
+        let z = zarr_of(&["h5mount", "--zarr", "f.h5", "/m"]).unwrap();
+        assert_eq!((z.version, z.decoded), (ZarrVersion::V3, false));
+        let z = zarr_of(&["h5mount", "--zarr=2", "--zarr-decoded", "f.h5", "/m"]).unwrap();
+        assert_eq!((z.version, z.decoded), (ZarrVersion::V2, true));
+        let z = zarr_of(&["h5mount", "f.h5", "/m", "-o", "ro,zarr=2,zarr_decoded"]).unwrap();
+        assert_eq!((z.version, z.decoded), (ZarrVersion::V2, true));
+        // The flag wins over -o.
+        let z = zarr_of(&["h5mount", "--zarr=3", "f.h5", "/m", "-o", "zarr=2"]).unwrap();
+        assert_eq!(z.version, ZarrVersion::V3);
+        assert!(parse(&["h5mount", "--zarr=4", "f.h5", "/m"]).is_err());
+        assert!(parse(&["h5mount", "--zarr-decoded", "f.h5", "/m"]).is_err());
+        assert!(parse(&["h5mount", "--zarr", "--npy", "f.h5", "/m"]).is_err());
+        let e = Cli::try_parse_from(["h5mount", "--zarr=x", "f.h5", "/m"]).unwrap_err();
+        let line = refused_value(&e).unwrap();
+        assert!(line.starts_with("--zarr \"x\": expected 3 or 2"), "{line}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod remote;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use h5mount::views::zarr::{ZarrOptions, ZarrVersion};
 use h5mount::views::{ByteOrderMode, ViewOptions};
 
 pub use remote::RemoteConfig;
@@ -93,6 +94,10 @@ pub struct Config {
     /// List a remote file's root group in the background once the mount is ready (off with
     /// `--no-warm-up`, `-o no_warm_up`).
     pub warm_up: bool,
+    /// Serve the source as a Zarr store of this format (`--zarr[=3|2]`, `-o zarr[=2]`).
+    pub zarr: Option<ZarrVersion>,
+    /// Zarr: every chunk decoded (`--zarr-decoded`, `-o zarr_decoded`).
+    pub zarr_decoded: bool,
 }
 
 impl Config {
@@ -134,7 +139,17 @@ impl Config {
             refresh: None,
             remote: RemoteConfig::default(),
             warm_up: true,
+            zarr: None,
+            zarr_decoded: false,
         }
+    }
+
+    /// How the Zarr store is served, when the mount serves one.
+    pub fn zarr(&self) -> Option<ZarrOptions> {
+        self.zarr.map(|version| ZarrOptions {
+            version,
+            decoded: self.zarr_decoded,
+        })
     }
 
     /// The views to serve: the flags, plus text for variable-length data, always on; a
@@ -211,6 +226,13 @@ impl Config {
                 self.remote.list_max_keys = checked(key, value, remote::parse_list_max_keys)?
             }
             "no_warm_up" => self.warm_up = !flag()?,
+            "zarr" => {
+                self.zarr = Some(match value {
+                    None => ZarrVersion::V3,
+                    Some(_) => checked(key, value, parse_zarr_version)?,
+                })
+            }
+            "zarr_decoded" => self.zarr_decoded = flag()?,
             "request_timeout" => {
                 self.remote.request_timeout = checked(key, value, remote::parse_seconds)?
             }
@@ -238,6 +260,23 @@ impl Config {
         }
         if let Some(url) = self.file.to_str().filter(|f| is_remote(f)) {
             remote::check_source(url, &self.remote)?;
+        }
+        if self.zarr_decoded && self.zarr.is_none() {
+            return Err("--zarr-decoded (zarr_decoded) needs --zarr (zarr)".into());
+        }
+        if self.zarr.is_some() {
+            let others = [
+                (self.npy, "--npy"),
+                (self.envi, "--envi"),
+                (self.tiff, "--tiff"),
+                (self.byte_order != ByteOrderMode::AsStored, "--byte-order"),
+                (self.refresh.is_some(), "--refresh"),
+            ];
+            if let Some((_, flag)) = others.iter().find(|(on, _)| *on) {
+                return Err(format!(
+                    "--zarr (zarr) serves a Zarr store and does not combine with {flag}"
+                ));
+            }
         }
         Ok(())
     }
@@ -290,6 +329,15 @@ pub fn parse_byte_order(v: &str) -> Result<ByteOrderMode, String> {
         "little" => Ok(ByteOrderMode::Little),
         "big" => Ok(ByteOrderMode::Big),
         _ => Err("expected native, little or big".into()),
+    }
+}
+
+/// `--zarr=`/`zarr=`: the Zarr format, 3 or 2.
+pub fn parse_zarr_version(v: &str) -> Result<ZarrVersion, String> {
+    match v {
+        "3" => Ok(ZarrVersion::V3),
+        "2" => Ok(ZarrVersion::V2),
+        _ => Err("expected 3 or 2 (the Zarr format)".into()),
     }
 }
 
@@ -541,6 +589,31 @@ mod tests {
             assert!(cfg().apply_options(bad).is_err(), "{bad}");
         }
         assert!(cfg().apply_options("refresh=NaN").is_err());
+    }
+
+    #[test]
+    fn zarr_options() {
+        assert_eq!(cfg().zarr(), None, "off by default");
+        let mut c = cfg();
+        c.apply_options("ro,zarr").unwrap();
+        assert_eq!(c.zarr(), Some(ZarrOptions::default()));
+        c.apply_options("zarr=2,zarr_decoded").unwrap();
+        let z = c.zarr().unwrap();
+        assert_eq!((z.version, z.decoded), (ZarrVersion::V2, true));
+        assert!(c.validate().is_ok());
+        for bad in ["zarr=4", "zarr=", "zarr_decoded=1"] {
+            assert!(cfg().apply_options(bad).is_err(), "{bad}");
+        }
+        let e = cfg().apply_options("zarr=v3").unwrap_err();
+        assert_eq!(e, "-o zarr=\"v3\": expected 3 or 2 (the Zarr format)");
+        let mut c = cfg();
+        c.apply_options("zarr_decoded").unwrap();
+        assert!(c.validate().unwrap_err().contains("needs --zarr"));
+        for other in ["npy", "envi", "tiff", "byte_order=big", "refresh=2"] {
+            let mut c = cfg();
+            c.apply_options(&format!("zarr,{other}")).unwrap();
+            assert!(c.validate().is_err(), "{other}");
+        }
     }
 
     #[test]

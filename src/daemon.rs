@@ -131,6 +131,7 @@ fn prepare(cfg: &Config) -> Result<Prepared, String> {
         file_size: meta.len(),
         views: cfg.views(),
         refresh: cfg.refresh,
+        zarr: cfg.zarr(),
     };
     let max_open_files = open_file_bound(cfg.max_open_files, cfg.threads);
     if meta.is_dir() {
@@ -195,6 +196,7 @@ fn prepare_remote(cfg: &Config, url: &str, mount_dev: u64) -> Result<Prepared, S
         file_size: 0,
         views: cfg.views(),
         refresh: cfg.refresh,
+        zarr: cfg.zarr(),
     };
     if is_prefix(url) {
         let (origin, path) = RemoteOrigin::of(url, &ropts).map_err(|e| e.to_string())?;

@@ -62,6 +62,10 @@ const MOUNT_OPTIONS: &[(&str, &str)] = &[
         "as --npy, --envi, --tiff, --byte-order (see VIEW FILES)",
     ),
     (
+        "zarr, zarr=2, zarr_decoded",
+        "as --zarr, --zarr=2, --zarr-decoded (see ZARR STORE)",
+    ),
+    (
         "endpoint=URL, region=NAME, profile=NAME, no_sign_request, virtual_hosted, \
          allow_redirects, list_max_keys=N, request_timeout=S, retry_timeout=S, no_warm_up",
         "as the options of the same names (see REMOTE SOURCES)",
@@ -104,6 +108,20 @@ const VIEWS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The Zarr store: the page's section on --zarr.
+const ZARR: &str = "With --zarr (Zarr format 3) or --zarr=2, the mount is a Zarr store that \
+    zarr-python, xarray and dask open as they would a local one (xarray.open_zarr(MOUNTPOINT)). \
+    Every HDF5 group is a directory holding its metadata documents (zarr.json; v2 .zgroup and \
+    .zattrs); every dataset a directory holding its documents and one file per chunk that was \
+    written (v3 c/0/1, v2 0.1), so chunks never written read as the fill value. In a directory \
+    mount each HDF5 file is a group named by the file. The root carries consolidated metadata \
+    (v3 in its zarr.json, v2 in .zmetadata). Links to datasets are arrays at each of their \
+    paths; names Zarr cannot hold, committed datatypes and further paths of a group are left \
+    out, with one log line each. The xattr user.h5mount.zarr_encoding of an array directory \
+    says whether its chunk files are the stored bytes or decoded, and why. A dataset that \
+    cannot be read fails its files with EIO; the rest of the store reads. --zarr-decoded \
+    serves every chunk decoded, for readers that know few codecs.";
+
 /// The examples: (what, command).
 const EXAMPLES: &[(&str, &str)] = &[
     (
@@ -132,6 +150,11 @@ const EXAMPLES: &[(&str, &str)] = &[
         "Through mount(8), and the same as an /etc/fstab line:",
         "mount -t h5mount /data/run42.h5 /srv/run42 -o allow_other\n\
          /data/run42.h5  /srv/run42  h5mount  ro,allow_other,nofail  0 0",
+    ),
+    (
+        "A file as a Zarr store, opened by xarray:",
+        "h5mount --zarr run42.h5 /mnt/run42\n\
+         python3 -c 'import xarray; print(xarray.open_zarr(\"/mnt/run42\"))'",
     ),
     (
         "List the objects of a file:",
@@ -217,6 +240,8 @@ fn man_page(cmd: clap::Command, out: &mut dyn Write) -> io::Result<()> {
         "Off by default; each flag also works as the -o option of the same name. A view file \
          never shadows a real link of the same name:",
     );
+    r.control("SH", ["ZARR STORE"]);
+    r.text([roman(ZARR)]);
     r.control("SH", ["STOPPING"]);
     r.text([roman(
         "fusermount3 -u MOUNTPOINT, or umount MOUNTPOINT as root, ends the daemon with status \
@@ -298,6 +323,7 @@ mod tests {
             "COMMANDS",
             "OPTIONS OF -o",
             "VIEW FILES",
+            "ZARR STORE",
             "EXAMPLES",
             "EXIT STATUS",
             "SEE ALSO",
@@ -336,6 +362,9 @@ mod tests {
             assert!(table.contains(&key), "-o {key} is not in the table");
         }
         assert!(seen >= 10, "{seen} remote options");
+        for key in ["zarr", "zarr=2", "zarr_decoded"] {
+            assert!(table.contains(key), "-o {key} is not in the table");
+        }
         let bash = std::fs::read_to_string(dir.path().join("h5mount.bash")).unwrap();
         assert!(bash.contains("--cache-size"));
         for name in ["_h5mount", "h5mount.fish"] {

@@ -423,6 +423,7 @@ mod tests {
             file_size: 0,
             views: Default::default(),
             refresh: None,
+            zarr: None,
         };
         H5Fs::for_directory(resolver, opts)
     }

@@ -8,7 +8,8 @@
 //! symlink naming it when it cannot be followed, see `external`). A mounted directory shows
 //! its HDF5 files as directories and passes its other files through ([`hostdir`]). Every file
 //! other than the mounted one is found by the mount's resolver (`model::resolver`). The
-//! mount is read-only: every mutating operation answers `EROFS`.
+//! mount is read-only: every mutating operation answers `EROFS`. With `--zarr` the tree is a
+//! Zarr store instead ([`zarr`]).
 //!
 //! Attributes and directory listings are computed once per inode and kept: the file is taken
 //! not to change while mounted, unless the mount re-reads it (`--refresh`, see [`refresh`]),
@@ -31,6 +32,7 @@ pub mod siblings;
 pub mod stats;
 pub mod views;
 pub mod xattr;
+pub mod zarr;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -64,6 +66,9 @@ pub struct FsOptions {
     pub views: ViewOptions,
     /// How often the file is checked for changes ([`refresh`]); `None`: never.
     pub refresh: Option<Duration>,
+    /// Serve the tree as a Zarr store ([`zarr`]); `None`: the plain tree. The Zarr tree
+    /// takes the file not to change (no refresh) and shows no views.
+    pub zarr: Option<crate::views::zarr::ZarrOptions>,
 }
 
 /// Distinct failures remembered for log-once, the most recent kept: a failure forgotten
@@ -125,6 +130,8 @@ pub struct H5Fs {
     views: views::Views,
     /// Request counters, served as [`stats::STATS_XATTR`].
     stats: stats::Stats,
+    /// The Zarr tree, when the mount serves one.
+    zarr: Option<zarr::ZarrFs>,
     /// Directory mounts: the state of each host directory when its listing was built (a
     /// refresh rebuilds listings whose directory changed).
     host_stamps: Mutex<HashMap<u64, refresh::Stamp>>,
@@ -182,6 +189,7 @@ impl H5Fs {
     ) -> H5Fs {
         let prefetch = prefetch::Prefetcher::new(resolver.chunk_cache().capacity());
         let views = views::Views::new(opts.views);
+        let zarr = opts.zarr.map(zarr::ZarrFs::new);
         H5Fs {
             siblings: siblings::Siblings::with_decoder(prefetch.workers()),
             prefetch,
@@ -199,6 +207,7 @@ impl H5Fs {
             views,
             stats: stats::Stats::default(),
             host_stamps: Mutex::new(HashMap::new()),
+            zarr,
         }
     }
 
@@ -284,6 +293,9 @@ impl H5Fs {
     pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
         let enoent = || FsError::Errno(libc::ENOENT);
         let name = name.to_str().ok_or_else(enoent)?;
+        if let Some(z) = self.zarr() {
+            return self.zarr_lookup(z, parent, name);
+        }
         let cached = self.cached_listing(parent);
         if let Some(listing) = cached {
             return self.getattr(listing.find(name).ok_or_else(enoent)?.ino);
@@ -409,6 +421,9 @@ impl H5Fs {
     }
 
     fn getattr_once(&self, ino: u64) -> FsResult<Attr> {
+        if let Some(z) = self.zarr().filter(|_| zarr::is_zarr_ino(ino)) {
+            return self.zarr_getattr(z, ino);
+        }
         if views::is_sidecar(ino) {
             return self.sidecar_getattr(ino);
         }
@@ -482,6 +497,9 @@ impl H5Fs {
     /// [`H5Fs::listing`]; `crawl`: on a remote source, list the groups in it in the
     /// background too (see [`File::prefetch_groups`]).
     fn listing_with(&self, ino: u64, crawl: bool) -> FsResult<Arc<Listing>> {
+        if let Some(z) = self.zarr() {
+            return self.zarr_listing(z, ino);
+        }
         if let Some(l) = self.cached_listing(ino) {
             return Ok(l);
         }
@@ -623,6 +641,9 @@ impl H5Fs {
         if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
             return Err(FsError::Errno(libc::EROFS));
         }
+        if let Some(z) = self.zarr().filter(|_| zarr::is_zarr_ino(ino)) {
+            return self.zarr_open(z, ino);
+        }
         if views::is_sidecar(ino) {
             return self.sidecar_open(ino);
         }
@@ -647,7 +668,8 @@ impl H5Fs {
     /// reads ([`H5Fs::read_handle`]) decode ahead. Release it with [`H5Fs::release`].
     pub fn open_handle(&self, ino: u64, flags: i32) -> FsResult<u64> {
         self.open(ino, flags)?;
-        if views::is_sidecar(ino) {
+        // Zarr documents and keys are served from their own caches, with no handle.
+        if views::is_sidecar(ino) || (self.zarr.is_some() && zarr::is_zarr_ino(ino)) {
             return Ok(0);
         }
         let node = self.node(ino)?;
@@ -759,6 +781,10 @@ impl H5Fs {
         size: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<read::Answer> {
+        if let Some(z) = self.zarr().filter(|_| zarr::is_zarr_ino(ino)) {
+            *out = self.zarr_read(z, ctx, ino, offset, size)?;
+            return Ok(read::Answer::Buffer);
+        }
         if fh != 0 {
             let handle = crate::sync::read(&self.handles).get(&fh).cloned();
             if let Some(h) = handle {
@@ -900,10 +926,14 @@ impl H5Fs {
     /// `getxattr`: the value of `name` (size query when `size` is 0); on the root,
     /// [`stats::STATS_XATTR`] is the mount's statistics, whatever the root group holds.
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
-        if views::is_sidecar(ino) {
+        let zarr = self.zarr().filter(|_| zarr::is_zarr_ino(ino));
+        if views::is_sidecar(ino) && zarr.is_none() {
             return Err(FsError::Errno(libc::ENODATA));
         }
-        let node = self.node(ino)?;
+        let node = match zarr {
+            Some(_) => None,
+            None => Some(self.node(ino)?),
+        };
         let nodata = FsError::Errno(libc::ENODATA);
         // `ls -l` asks for security and ACL attributes of every file: answer without
         // touching the file.
@@ -918,7 +948,11 @@ impl H5Fs {
             }
             return xattr::reply(self.stats_text().into_bytes(), size);
         }
-        let mut all = self.xattrs(&node)?;
+        let mut all = match (zarr, node) {
+            (Some(z), _) => self.zarr_xattrs(z, ino)?,
+            (None, Some(node)) => self.xattrs(&node)?,
+            (None, None) => return Err(FsError::Errno(libc::ENOENT)),
+        };
         if let Some(i) = all.shown.iter().position(|(k, _)| k == name) {
             return xattr::reply(all.shown.swap_remove(i).1, size);
         }
@@ -951,6 +985,11 @@ impl H5Fs {
 
     /// `listxattr`: the NUL-separated names (size query when `size` is 0).
     pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<XattrReply> {
+        if let Some(z) = self.zarr().filter(|_| zarr::is_zarr_ino(ino)) {
+            let all = self.zarr_xattrs(z, ino)?;
+            let list = xattr::name_list(all.shown.iter().map(|(k, _)| k.as_str()));
+            return xattr::reply(list, size);
+        }
         if views::is_sidecar(ino) {
             return xattr::reply(Vec::new(), size);
         }

@@ -699,6 +699,7 @@ mod tests {
             file_size: 0,
             views,
             refresh: Some(std::time::Duration::from_secs(1)),
+            zarr: None,
         };
         H5Fs::new(file, opts)
     }

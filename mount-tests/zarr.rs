@@ -1,0 +1,265 @@
+//! The Zarr store (`--zarr`, `--zarr=2`) through real mounts, read by real zarr-python; and,
+//! in `zarr_core`, the same tree through the filesystem core without a kernel.
+//!
+//! The corpus (`fixtures/data`, every file) is mounted as a directory with `--zarr` and with
+//! `--zarr=2`, and `zarr_mount_check.py` opens the store as a user would (consolidated metadata)
+//! and compares every numeric dataset with h5py's values, whole and in random slices,
+//! NaN-aware; compares each chunked dataset's listed chunk keys with the chunks h5py says
+//! are written; and checks that an unwritten chunk has no key (zarr-python then reads the
+//! fill value, which the comparison covers). What may differ is decided here, from the
+//! manifest and the library: datasets whose filters this build does not decode fail with
+//! `EIO` (and only those), datasets libhdf5 converts on read differ from h5py (and only
+//! those), and only datasets the mapping refuses or names the kernel cannot take are absent.
+//! Without python3 with zarr, h5py and numpy those two tests print a skip line and return.
+//!
+//! The other test mounts single files: the keys and their errors as the kernel passes them
+//! (a listing, `ENOENT` for an unwritten chunk, `EIO` for an unreadable dataset while the
+//! others read), the encoding xattr, the `-o` forms, and that a mount without the option
+//! is the plain tree.
+
+mod harness;
+mod zarr_core;
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use h5mount::io::ReadCtx;
+use h5mount::model::{File, OpenOptions};
+use h5mount::views::zarr::{ZarrArray, ZarrOptions, ZarrVersion};
+use harness::Mount;
+use serde_json::Value;
+use zarr_core::{data, fixture};
+
+fn manifest() -> Value {
+    let text = std::fs::read_to_string(fixture("manifest.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Whether python3 has zarr-python, h5py and numpy; says so when not.
+fn python_ok() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import zarr, h5py, numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skip: python3 with zarr, h5py and numpy is not installed");
+    }
+    ok
+}
+
+/// The manifest's entry for `label` (`FILE/PATH`).
+fn object<'a>(m: &'a Value, label: &str) -> &'a Value {
+    let (file, path) = label.split_once('/').unwrap();
+    &m["files"][file]["objects"][format!("/{path}")]
+}
+
+/// Whether the mapping refuses the dataset `label` (`FILE/PATH`) of the corpus.
+fn mapping_refuses(label: &str, v: ZarrVersion) -> bool {
+    let (file, path) = label.split_once('/').unwrap();
+    let f = File::open(&data(file), &OpenOptions::default()).unwrap();
+    let ds = f.dataset(f.resolve(&format!("/{path}")).unwrap()).unwrap();
+    let opts = ZarrOptions {
+        version: v,
+        decoded: false,
+    };
+    ZarrArray::new(&f, &ds, opts).is_err()
+}
+
+fn strings(v: &Value) -> BTreeSet<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A label short enough for a message (the corpus has names of thousands of bytes).
+fn short(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+/// Mount the corpus as a store of format `fmt` and judge what zarr-python reads.
+fn corpus(fmt: &str, flag: &str, v: ZarrVersion) {
+    if !python_ok() {
+        return;
+    }
+    let dir = fixture("data");
+    let m = Mount::background(&dir, &[flag]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/zarr_mount_check.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(m.path())
+        .arg(&dir)
+        .arg(fmt)
+        .arg("20240611")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "zarr_mount_check.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let man = manifest();
+    let label_list = |k: &str| strings(&r[k]);
+    // What zarr-python read equals h5py, but where libhdf5 converts on read.
+    for l in label_list("mismatch") {
+        assert!(
+            object(&man, &l).get("raw_sha256").is_some(),
+            "{}: zarr-python and h5py differ",
+            short(&l)
+        );
+    }
+    // EIO only for datasets this build cannot decode.
+    let eio = label_list("eio");
+    for l in &eio {
+        let unsupported = object(&man, l)["filters"].as_array().is_some_and(|fl| {
+            fl.iter()
+                .any(|f| !h5mount::filters::is_supported(f["id"].as_u64().unwrap() as u16))
+        });
+        assert!(
+            unsupported,
+            "{}: EIO for a dataset this build reads",
+            short(l)
+        );
+    }
+    // Absent only where the mapping refuses the dataset or the kernel cannot take a name.
+    for l in label_list("missing") {
+        let long_name = l.split('/').any(|c| c.len() > 255);
+        assert!(
+            long_name || mapping_refuses(&l, v),
+            "{}: a dataset the mapping serves is not in the store",
+            short(&l)
+        );
+    }
+    let errors = label_list("errors");
+    assert!(
+        errors.is_empty(),
+        "errors: {:?}",
+        errors.iter().map(|e| short(e)).collect::<Vec<_>>()
+    );
+    let listing = label_list("listing");
+    assert!(
+        listing.is_empty(),
+        "listings: {:?}",
+        listing.iter().map(|e| short(e)).collect::<Vec<_>>()
+    );
+    // The corpus was read, not skipped.
+    let n = |k: &str| r[k].as_u64().unwrap();
+    assert!(n("files") >= 90, "{r}");
+    assert!(n("compared") >= 1500 && n("slices") >= 4000, "{r}");
+    assert!(n("listings") >= 800 && n("unwritten_absent") >= 30, "{r}");
+    // Every array found says how it is served.
+    assert_eq!(n("encodings"), n("compared") + eio.len() as u64, "{r}");
+    eprintln!(
+        "zarr {fmt}: {} files, {} arrays equal ({} in slices only), {} slices, {} listings, \
+         {} unwritten chunks absent, {} EIO, {} without a listing h5py vouches for",
+        n("files"),
+        n("compared"),
+        n("sliced_only"),
+        n("slices"),
+        n("listings"),
+        n("unwritten_absent"),
+        eio.len(),
+        label_list("no_oracle").len()
+    );
+}
+
+#[test]
+fn zarr_python_reads_the_corpus_v3() {
+    corpus("3", "--zarr", ZarrVersion::V3);
+}
+
+#[test]
+fn zarr_python_reads_the_corpus_v2() {
+    corpus("2", "--zarr=2", ZarrVersion::V2);
+}
+
+/// The errno of a failed filesystem call.
+fn os_errno<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
+    r.expect_err("expected an error").raw_os_error().unwrap()
+}
+
+/// Names in the directory `p`.
+fn listing(p: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn keys_errors_and_options_through_the_kernel() {
+    let file = data("chunked_fixed_latest.h5");
+    let f = File::open(&file, &OpenOptions::default()).unwrap();
+    let ds = f.dataset(f.resolve("/sparse_nofill").unwrap()).unwrap();
+    let array = ZarrArray::new(&f, &ds, ZarrOptions::default()).unwrap();
+    let grid = array.grid_shape();
+    let m = Mount::background(&file, &["--zarr"]);
+    // `c` lists the rows holding a written chunk; each row its written chunks.
+    let all: Vec<(u64, u64)> = (0..grid[0])
+        .flat_map(|i| (0..grid[1]).map(move |j| (i, j)))
+        .collect();
+    let (written, unwritten): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|&(i, j)| ds.stored_chunk(&[i, j]).unwrap().is_some());
+    let rows: BTreeSet<String> = written.iter().map(|(i, _)| i.to_string()).collect();
+    assert_eq!(listing(&m.at("/sparse_nofill/c")), rows);
+    for (i, j) in &written {
+        let p = m.at(&format!("/sparse_nofill/c/{i}/{j}"));
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(
+            bytes,
+            array.chunk(ReadCtx::default(), &[*i, *j]).unwrap().unwrap()
+        );
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o444);
+    }
+    let (i, j) = *unwritten.first().expect("a sparse dataset");
+    let p = m.at(&format!("/sparse_nofill/c/{i}/{j}"));
+    assert_eq!(os_errno(std::fs::metadata(&p)), libc::ENOENT);
+    let dir_mode = std::fs::metadata(m.at("/sparse_nofill")).unwrap();
+    assert!(dir_mode.is_dir() && dir_mode.permissions().mode() & 0o777 == 0o555);
+    let enc = harness::getxattr(&m.at("/sparse_nofill"), "user.h5mount.zarr_encoding").unwrap();
+    assert_eq!(String::from_utf8(enc).unwrap(), array.encoding());
+    // Read-only.
+    assert_eq!(
+        os_errno(std::fs::write(m.at("/sparse_nofill/zarr.json"), b"{}")),
+        libc::EROFS
+    );
+    assert_eq!(os_errno(std::fs::create_dir(m.at("/new"))), libc::EROFS);
+    let root: Value = serde_json::from_slice(&std::fs::read(m.at("/zarr.json")).unwrap()).unwrap();
+    assert_eq!(root["consolidated_metadata"]["kind"], "inline");
+    drop(m);
+
+    // v2 through the -o form; an unreadable dataset fails its keys with EIO, the others
+    // read.
+    let sz = data("filters_sz_latest.h5");
+    let m = Mount::background(&sz, &["-o", "ro,zarr=2"]);
+    let names = listing(&m.at("/sz_abs_f4"));
+    assert!(
+        names.contains(".zarray") && names.contains("0.0"),
+        "{names:?}"
+    );
+    assert_eq!(os_errno(std::fs::read(m.at("/sz_abs_f4/0.0"))), libc::EIO);
+    let zarray: Value =
+        serde_json::from_slice(&std::fs::read(m.at("/sz_abs_f4/.zarray")).unwrap()).unwrap();
+    assert_eq!(zarray["zarr_format"], 2);
+    assert!(std::fs::read(m.at("/.zmetadata")).is_ok());
+    drop(m);
+    let m = Mount::background(&data("layouts_latest.h5"), &["-o", "zarr,zarr_decoded"]);
+    assert_eq!(
+        std::fs::read(m.at("/contiguous_f4/c/0/0")).unwrap().len(),
+        20 * 30 * 4
+    );
+    drop(m);
+
+    // Without the option: the plain tree.
+    let m = Mount::background(&file, &[]);
+    assert!(!listing(m.path()).contains("zarr.json"));
+    let meta = std::fs::metadata(m.at("/sparse_nofill")).unwrap();
+    assert!(meta.is_file());
+    assert_eq!(meta.len(), ds.len());
+}
