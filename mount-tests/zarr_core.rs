@@ -160,8 +160,19 @@ fn positions(grid: &[u64]) -> Vec<Vec<u64>> {
 /// The array `path` of fixture `rel` as the library maps it, and the chunks its index holds.
 fn library(rel: &str, path: &str, v: ZarrVersion) -> (Arc<Dataset>, ZarrArray, Vec<Vec<u64>>) {
     let f = open(&fixture(rel));
-    let ds = f.dataset(f.resolve(path).unwrap()).unwrap();
-    let a = ZarrArray::new(&f, &ds, zarr(v).unwrap()).unwrap();
+    let id = f.resolve(path).unwrap();
+    let ds = f.dataset(id).unwrap();
+    let mut a = ZarrArray::new(&f, &ds, zarr(v).unwrap()).unwrap();
+    // Named as the store names it: netCDF's phony dimensions of its group.
+    let group = f
+        .resolve(
+            path.rsplit_once('/')
+                .map_or("/", |(g, _)| if g.is_empty() { "/" } else { g }),
+        )
+        .unwrap();
+    if let Some(names) = h5mount::views::zarr::dims::phony_names(&f, group).get(&id) {
+        a.set_dimension_names(names.clone());
+    }
     let written = positions(&a.grid_shape())
         .into_iter()
         .filter(|c| ds.stored_chunk(c).unwrap().is_some())
@@ -391,15 +402,15 @@ fn links_become_arrays_and_what_zarr_cannot_hold_is_left_out() {
     let a_b = walk(&fs, "/a/b").is_ok();
     let alias = walk(&fs, "/hard/group_alias").is_ok();
     assert!(a_b ^ alias, "/a/b {a_b}, /hard/group_alias {alias}");
-    // A dataset the mapping cannot serve (a compound type) is a directory whose documents
-    // fail with EIO; the consolidated metadata leaves it out and holds the others.
+    // A compound type is an array too (a structured data type).
     let typed = at(&fs, "/typed_compound");
     assert_eq!(typed.kind, FileKind::Directory);
-    assert_eq!(errno(walk(&fs, "/typed_compound/zarr.json")), libc::EIO);
-    // Names that cannot be its keys are absent, not failing (readers probe for them).
-    assert_eq!(errno(walk(&fs, "/typed_compound/.zarray")), libc::ENOENT);
+    assert_eq!(
+        json_at(&fs, "/typed_compound/zarr.json")["node_type"],
+        "array"
+    );
     let all = json_at(&fs, "/zarr.json")["consolidated_metadata"]["metadata"].clone();
-    assert!(all.get("typed_compound").is_none());
+    assert!(all.get("typed_compound").is_some());
     assert_eq!(all["soft/absolute"]["node_type"], "array");
     assert_eq!(all["a/b"]["node_type"], "group");
     assert_eq!(
@@ -410,6 +421,22 @@ fn links_become_arrays_and_what_zarr_cannot_hold_is_left_out() {
     for k in all.as_object().unwrap().keys() {
         assert!(walk(&fs, k).is_ok(), "consolidated {k} is not in the tree");
     }
+}
+
+#[test]
+fn a_dataset_the_mapping_cannot_serve_fails_its_documents_alone() {
+    // Variable-length sequences of numbers have no Zarr data type: the array's directory
+    // is there, its documents fail with EIO, the consolidated metadata leaves it out and
+    // holds the others.
+    let fs = mount("data/dtypes_latest.h5", zarr(ZarrVersion::V3));
+    let a = at(&fs, "/vlen_i4");
+    assert_eq!(a.kind, FileKind::Directory);
+    assert_eq!(errno(walk(&fs, "/vlen_i4/zarr.json")), libc::EIO);
+    // Names that cannot be its keys are absent, not failing (readers probe for them).
+    assert_eq!(errno(walk(&fs, "/vlen_i4/.zarray")), libc::ENOENT);
+    let all = json_at(&fs, "/zarr.json")["consolidated_metadata"]["metadata"].clone();
+    assert!(all.get("vlen_i4").is_none());
+    assert!(all.as_object().unwrap().len() > 5, "the others are there");
 }
 
 #[test]
@@ -472,4 +499,32 @@ fn without_the_option_the_mount_is_unchanged() {
     let a = at(&fs, "/gz_r2_partial");
     assert_eq!((a.kind, a.size), (FileKind::RegularFile, 21 * 31 * 2));
     assert_eq!(errno(walk(&fs, "/gz_r2_partial/zarr.json")), libc::ENOTDIR);
+}
+
+/// netCDF through the store as xarray needs it: a dimension without a variable is no array,
+/// and datasets without dimension scales get netCDF's phony dimension names (v2
+/// `_ARRAY_DIMENSIONS`, v3 `dimension_names`), per group.
+#[test]
+fn netcdf_dimensions_are_named_and_dimension_only_datasets_hidden() {
+    let nc = mount("zarr/netcdf.h5", zarr(ZarrVersion::V2));
+    let root = name_set(&nc, ROOT_INO);
+    assert!(!root.contains("nv"), "{root:?}");
+    assert!(root.contains("temp") && root.contains("lat"), "{root:?}");
+    assert_eq!(errno(walk(&nc, "/nv")), libc::ENOENT);
+    let all = json_at(&nc, "/.zmetadata")["metadata"].clone();
+    assert!(all.get("nv/.zarray").is_none());
+    assert_eq!(
+        json_at(&nc, "/temp/.zattrs")["_ARRAY_DIMENSIONS"],
+        serde_json::json!(["time", "lat", "lon"])
+    );
+    let z = mount("zarr/zarr_latest.h5", zarr(ZarrVersion::V2));
+    assert_eq!(
+        json_at(&z, "/gzip_i2/.zattrs")["_ARRAY_DIMENSIONS"],
+        serde_json::json!(["phony_dim_1", "phony_dim_2"])
+    );
+    let z3 = mount("zarr/zarr_latest.h5", zarr(ZarrVersion::V3));
+    assert_eq!(
+        json_at(&z3, "/vlen_chunked/zarr.json")["dimension_names"],
+        serde_json::json!(["phony_dim_3"])
+    );
 }

@@ -48,7 +48,7 @@ use super::inode::{Node, NodeKind};
 use super::{H5Fs, Xattrs};
 use crate::error::ErrorClass;
 use crate::io::ReadCtx;
-use crate::model::File;
+use crate::model::{File, FileIdx, ObjectId};
 use crate::views::zarr::{ZarrArray, ZarrOptions, ZarrVersion};
 use keys::{KeyNode, KeyTree};
 use table::{ArrayDir, Entry, KeyBlock, ZarrTable};
@@ -73,7 +73,16 @@ pub struct ZarrFs {
     consolidating: Mutex<()>,
     /// Set when the store was found too large for consolidated metadata (not walked again).
     too_big: AtomicBool,
+    /// netCDF's phony dimension names of the datasets of recently seen groups
+    /// ([`crate::views::zarr::dims::phony_names`]: worked out once per group, not per array).
+    phony: Mutex<lru::LruCache<(FileIdx, ObjectId), Arc<PhonyNames>>>,
 }
+
+/// Dimension names by dataset, of one group.
+type PhonyNames = std::collections::HashMap<ObjectId, Vec<String>>;
+
+/// Groups whose phony dimension names are kept.
+const PHONY_GROUPS: usize = 256;
 
 impl ZarrFs {
     pub fn new(opts: ZarrOptions) -> ZarrFs {
@@ -85,7 +94,20 @@ impl ZarrFs {
             key_listings: cache::ListingCache::new(),
             consolidating: Mutex::new(()),
             too_big: AtomicBool::new(false),
+            phony: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(PHONY_GROUPS).unwrap_or(std::num::NonZeroUsize::MIN),
+            )),
         }
+    }
+
+    /// The phony dimension names of the datasets of group `group` of `file`.
+    fn phony_names(&self, file: &File, idx: FileIdx, group: ObjectId) -> Arc<PhonyNames> {
+        if let Some(p) = crate::sync::lock(&self.phony).get(&(idx, group)) {
+            return p.clone();
+        }
+        let p = Arc::new(crate::views::zarr::dims::phony_names(file, group));
+        crate::sync::lock(&self.phony).put((idx, group), p.clone());
+        p
     }
 
     /// The documents of a group directory, by name (`.zmetadata` only at the root, v2).
@@ -140,10 +162,25 @@ impl H5Fs {
         let file = self
             .file_at(dir.file, &dir.path)
             .map_err(|e| self.zarr_fail_fs(&dir.path, e))?;
+        // The group holding it, when of the same file: netCDF's phony dimension names are
+        // per group.
+        let group = self
+            .node(dir.parent)
+            .ok()
+            .filter(|n| n.file == dir.file)
+            .and_then(|n| self.object(&n).ok());
         z.arrays
             .get(&file, dir.id, || {
                 let ds = file.dataset(dir.id)?;
-                ZarrArray::new(&file, &ds, z.opts)
+                let mut a = ZarrArray::new(&file, &ds, z.opts)?;
+                if a.dimension_names().is_none() {
+                    if let Some(g) = group {
+                        if let Some(names) = z.phony_names(&file, dir.file, g).get(&dir.id) {
+                            a.set_dimension_names(names.clone());
+                        }
+                    }
+                }
+                Ok(a)
             })
             .map_err(|e| self.zarr_fail(&dir.path, "cannot be served", &e))
     }

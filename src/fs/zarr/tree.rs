@@ -255,6 +255,15 @@ impl H5Fs {
             }
             Ok(ObjectKind::Dataset) => {
                 let a = z.table.array(dir.ino, name, path, (fidx, id), anchor)?;
+                // A netCDF dimension without a variable is no array: readers of netCDF
+                // show it as a dimension only (the arrays name it). One that cannot be
+                // built is shown, its documents failing.
+                if self
+                    .zarr_array(z, &a)
+                    .is_ok_and(|arr| arr.is_dimension_only())
+                {
+                    return None;
+                }
                 Some(DirEntry {
                     ino: a.ino,
                     kind: FileKind::Directory,
