@@ -263,3 +263,48 @@ fn keys_errors_and_options_through_the_kernel() {
     assert!(meta.is_file());
     assert_eq!(meta.len(), ds.len());
 }
+
+/// xarray opens a netCDF-4 file through the store (consolidated metadata, v3 and v2) as it
+/// opens the file itself with h5netcdf: the same variables, dimensions, coordinates and
+/// attributes, CF decoding on (times, fill values). Skips without xarray and h5netcdf,
+/// unless `H5MOUNT_REQUIRE_PYTHON` is set.
+#[test]
+fn xarray_reads_netcdf_through_the_store_as_h5netcdf_reads_the_file() {
+    let have = Command::new("python3")
+        .args(["-c", "import xarray, h5netcdf, zarr"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os("H5MOUNT_REQUIRE_PYTHON").is_none(),
+            "H5MOUNT_REQUIRE_PYTHON is set but python3 lacks xarray or h5netcdf"
+        );
+        eprintln!("skip: python3 with xarray, h5netcdf and zarr is not installed");
+        return;
+    }
+    let file = fixture("zarr/netcdf.h5");
+    for (flag, fmt) in [("--zarr", "3"), ("--zarr=2", "2")] {
+        let m = Mount::background(&file, &[flag]);
+        let script = "import sys, warnings, xarray as xr\n\
+                      warnings.simplefilter('ignore')\n\
+                      ref = xr.open_dataset(sys.argv[1], engine='h5netcdf').load()\n\
+                      z = xr.open_zarr(sys.argv[2], consolidated=True, zarr_format=int(sys.argv[3])).load()\n\
+                      xr.testing.assert_identical(ref, z)\n\
+                      assert 'nv' in z.sizes and 'time' in z.coords, z\n\
+                      print('identical', dict(z.sizes))\n";
+        let out = Command::new("python3")
+            .args(["-c", script])
+            .arg(&file)
+            .arg(m.path())
+            .arg(fmt)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{flag}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("identical"), "{flag}: {text}");
+    }
+}
