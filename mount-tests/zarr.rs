@@ -308,3 +308,55 @@ fn xarray_reads_netcdf_through_the_store_as_h5netcdf_reads_the_file() {
         assert!(text.contains("identical"), "{flag}: {text}");
     }
 }
+
+/// GDAL's Zarr driver (Debian's python3-gdal, Zarr v2) reads 2-D arrays of the store with
+/// the dataset's values: a deflated one as stored, and with `--zarr-decoded` one whose
+/// shuffle filter GDAL does not know. Compared with the raw bytes of the same datasets in
+/// a plain mount. (The dataset is closed before the interpreter ends: Debian's GDAL 3.6
+/// crashes at exit otherwise.) Skips without python3-gdal, unless `H5MOUNT_REQUIRE_GDAL`
+/// is set.
+#[test]
+fn gdal_reads_two_dimensional_arrays_of_a_v2_store() {
+    const GDAL_PY: &str = "/usr/bin/python3";
+    let have = Command::new(GDAL_PY)
+        .args(["-c", "from osgeo import gdal"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os("H5MOUNT_REQUIRE_GDAL").is_none(),
+            "H5MOUNT_REQUIRE_GDAL is set but python3-gdal is missing"
+        );
+        eprintln!("skip: python3-gdal is not installed");
+        return;
+    }
+    let file = fixture("zarr/zarr_latest.h5");
+    let plain = Mount::background(&file, &[]);
+    for (flags, name) in [
+        (&["--zarr=2"][..], "gzip_i2"),
+        (&["--zarr=2", "--zarr-decoded"][..], "shuffle_gzip_f4"),
+    ] {
+        let m = Mount::background(&file, flags);
+        let script = "import sys\n\
+                      from osgeo import gdal\n\
+                      gdal.UseExceptions()\n\
+                      ds = gdal.Open('ZARR:\"%s\"' % sys.argv[1])\n\
+                      a = ds.GetRasterBand(1).ReadAsArray()\n\
+                      ds = None\n\
+                      sys.stdout.buffer.write(a.astype(a.dtype.newbyteorder('<')).tobytes())\n\
+                      sys.stdout.flush()\n";
+        let out = Command::new(GDAL_PY)
+            .args(["-c", script])
+            .arg(m.path().join(name))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{flags:?} {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let want = std::fs::read(plain.path().join(name)).unwrap();
+        assert!(!want.is_empty());
+        assert_eq!(out.stdout, want, "{flags:?} {name}");
+    }
+}
