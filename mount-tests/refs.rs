@@ -335,3 +335,37 @@ fn a_bucket_prefix_gives_one_manifest_per_object() {
         );
     }
 }
+
+/// xarray opens a netCDF-4 file's manifest (engine zarr over fsspec's reference
+/// filesystem, consolidated) identical to the file opened with h5netcdf, CF decoding on.
+#[test]
+fn xarray_reads_a_netcdf_manifest_as_h5netcdf_reads_the_file() {
+    if !python_has("xarray, h5netcdf, zarr, fsspec") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("nc.json");
+    let file = fixture("netcdf.h5");
+    let o = run_refs(&[file.to_str().unwrap(), "-o", manifest.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let script = "import sys, warnings, xarray as xr\n\
+                  warnings.simplefilter('ignore')\n\
+                  ref = xr.open_dataset(sys.argv[1], engine='h5netcdf').load()\n\
+                  kw = {'storage_options': {'fo': sys.argv[2], 'remote_protocol': 'file'},\n\
+                        'consolidated': True}\n\
+                  z = xr.open_dataset('reference://', engine='zarr', backend_kwargs=kw).load()\n\
+                  xr.testing.assert_identical(ref, z)\n\
+                  print('identical')\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&file)
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("identical"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
