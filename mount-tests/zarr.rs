@@ -360,3 +360,52 @@ fn gdal_reads_two_dimensional_arrays_of_a_v2_store() {
         assert_eq!(out.stdout, want, "{flags:?} {name}");
     }
 }
+
+/// Pass-through: zarr-python reading a shuffle+deflate array through the store decodes no
+/// chunk in the daemon (its chunk cache is never filled) and reads chunk files of the stored
+/// sizes; the same array served with `--zarr-decoded` is decoded by the daemon.
+#[test]
+fn a_pass_through_array_is_decoded_by_the_reader_not_the_daemon() {
+    if !python_ok() {
+        return;
+    }
+    let file = fixture("zarr/zarr_latest.h5");
+    let read = "import sys, zarr, numpy as np, h5py, hdf5plugin\n\
+                g = zarr.open_group(sys.argv[1], mode='r')\n\
+                a = g['shuffle_gzip_f4'][...]\n\
+                b = h5py.File(sys.argv[2], 'r')['shuffle_gzip_f4'][()]\n\
+                assert np.array_equal(a, b), 'values differ'\n\
+                print('equal')\n";
+    let mut misses = Vec::new();
+    for flags in [&["--zarr"][..], &["--zarr", "--zarr-decoded"][..]] {
+        let m = Mount::background(&file, flags);
+        let before = harness::stats(&m)["cache_misses"];
+        let out = Command::new("python3")
+            .args(["-c", read])
+            .arg(m.path())
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        misses.push(harness::stats(&m)["cache_misses"] - before);
+        if flags.len() == 1 {
+            let enc = harness::getxattr(
+                &m.path().join("shuffle_gzip_f4"),
+                "user.h5mount.zarr_encoding",
+            )
+            .unwrap();
+            let enc = String::from_utf8_lossy(&enc).into_owned();
+            assert!(enc.starts_with("pass-through"), "{enc}");
+            // Chunk files are the stored chunks: smaller than the decoded ones.
+            let first = m.path().join("shuffle_gzip_f4/c/0/0");
+            let stored = std::fs::metadata(&first).unwrap().len();
+            assert!(stored > 0 && stored < 4 * 16 * 16, "{stored} bytes");
+        }
+    }
+    assert_eq!(misses[0], 0, "pass-through decodes nothing in the daemon");
+    assert!(misses[1] > 0, "decoded chunks are decoded by the daemon");
+}
