@@ -18,6 +18,7 @@
 //! is the plain tree.
 
 mod harness;
+mod servers;
 mod zarr_core;
 
 use std::collections::BTreeSet;
@@ -408,4 +409,55 @@ fn a_pass_through_array_is_decoded_by_the_reader_not_the_daemon() {
     }
     assert_eq!(misses[0], 0, "pass-through decodes nothing in the daemon");
     assert!(misses[1] > 0, "decoded chunks are decoded by the daemon");
+}
+
+/// The store of an object on S3 (SeaweedFS on loopback, `--zarr` and `--zarr=2`): every
+/// array zarr-python finds equals h5py's values of the local copy, as for a local file.
+#[test]
+fn an_s3_object_as_a_store_reads_as_the_local_file() {
+    if !python_ok() {
+        return;
+    }
+    let Some(sw) = servers::Seaweed::start() else {
+        return;
+    };
+    sw.create_bucket("zarr");
+    let file = fixture("zarr/zarr_latest.h5");
+    sw.put_object("zarr", "run/z.h5", &std::fs::read(&file).unwrap());
+    let check = "import sys, warnings, numpy as np, h5py, hdf5plugin, zarr\n\
+                 sys.path.insert(0, sys.argv[4])\n\
+                 from zarr_check import walk, expected_values, same\n\
+                 warnings.simplefilter('ignore')\n\
+                 root = zarr.open_group(sys.argv[1], mode='r', zarr_format=int(sys.argv[3]))\n\
+                 n = bad = 0\n\
+                 h = h5py.File(sys.argv[2], 'r')\n\
+                 for path, arr in walk(root):\n\
+                 \x20   want = expected_values(h[path]); got = np.asarray(arr[...])\n\
+                 \x20   n += 1\n\
+                 \x20   if not same(got, want): bad += 1; print('DIFF', path)\n\
+                 print(n, 'arrays', bad, 'differ')\n\
+                 sys.exit(1 if bad or n < 20 else 0)\n";
+    for (opt, fmt) in [("zarr", "3"), ("zarr=2", "2")] {
+        let url = "s3://zarr/run/z.h5".to_string();
+        let endpoint = sw.endpoint();
+        let m = Mount::by_command(move |mp| {
+            let mut c = harness::anonymous_s3(&url, mp, &endpoint);
+            c.args(["-o", opt]);
+            c
+        });
+        let out = Command::new("python3")
+            .args(["-c", check])
+            .arg(m.path())
+            .arg(&file)
+            .arg(fmt)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{opt}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
