@@ -461,3 +461,47 @@ fn an_s3_object_as_a_store_reads_as_the_local_file() {
         );
     }
 }
+
+/// tensorstore, a client that knows fewer codecs than zarr-python: with `--zarr-decoded`
+/// it reads every numeric array of the Zarr fixture in v3 and v2 equal to h5py; without,
+/// it reads the arrays whose codecs it knows (the others it refuses; never a wrong value).
+/// Skips without tensorstore, unless `H5MOUNT_REQUIRE_PYTHON` is set.
+#[test]
+fn tensorstore_reads_every_array_decoded_and_pass_through_where_it_can() {
+    let have = Command::new("python3")
+        .args(["-c", "import tensorstore, h5py, hdf5plugin"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os("H5MOUNT_REQUIRE_PYTHON").is_none(),
+            "H5MOUNT_REQUIRE_PYTHON is set but python3 lacks tensorstore"
+        );
+        eprintln!("skip: python3 with tensorstore is not installed");
+        return;
+    }
+    let file = fixture("zarr/zarr_latest.h5");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/tensorstore_check.py");
+    for (flags, fmt, decoded) in [
+        (&["--zarr", "--zarr-decoded"][..], "3", "1"),
+        (&["--zarr=2", "--zarr-decoded"][..], "2", "1"),
+        (&["--zarr"][..], "3", "0"),
+        (&["--zarr=2"][..], "2", "0"),
+    ] {
+        let m = Mount::background(&file, flags);
+        let out = Command::new("python3")
+            .arg(&script)
+            .arg(m.path())
+            .arg(&file)
+            .args([fmt, decoded])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{flags:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains(" 0 wrong"), "{text}");
+    }
+}
