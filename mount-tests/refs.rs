@@ -369,3 +369,62 @@ fn xarray_reads_a_netcdf_manifest_as_h5netcdf_reads_the_file() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Beyond one machine: a dask.distributed cluster of two worker processes reads the
+/// manifest of an object on SeaweedFS with xarray (the workers fetch chunks from the store
+/// themselves, through s3fs) and computes a sum equal to h5py's (`refs_dask.py`). Skips
+/// without dask, distributed, s3fs and xarray, unless `H5MOUNT_REQUIRE_PYTHON` is set.
+#[test]
+fn a_dask_cluster_reduces_an_array_read_through_a_manifest_from_s3() {
+    if !python_has("dask.distributed, s3fs, xarray, zarr, h5py, hdf5plugin") {
+        return;
+    }
+    let Some(sw) = servers::Seaweed::start() else {
+        return;
+    };
+    sw.create_bucket("dask");
+    let file = fixture("zarr_latest.h5");
+    sw.put_object("dask", "run/z.h5", &std::fs::read(&file).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("z.json");
+    let aws_free = |c: &mut Command| {
+        c.env("HOME", dir.path())
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9");
+    };
+    let mut refs = Command::new(BIN);
+    refs.args([
+        "refs",
+        "s3://dask/run/z.h5",
+        "-o",
+        manifest.to_str().unwrap(),
+    ])
+    .args([
+        "--endpoint",
+        &sw.endpoint(),
+        "--no-sign-request",
+        "--region",
+        "us-east-1",
+    ]);
+    aws_free(&mut refs);
+    let o = refs.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut py = Command::new("python3");
+    py.arg(root().join("mount-tests/refs_dask.py"))
+        .arg(&manifest)
+        .arg(sw.endpoint())
+        .arg(&file)
+        .arg("shuffle_gzip_f4");
+    aws_free(&mut py);
+    let out = py.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("sum equal"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
