@@ -68,6 +68,17 @@ fn manifests_read_back_through_fsspec_and_zarr_equal_h5py() {
     assert!(passed > 100, "{text}");
 }
 
+/// The URLs the references of manifest `m` name.
+fn urls_of(m: &serde_json::Value) -> Vec<&str> {
+    m["refs"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|v| v.as_array())
+        .map(|a| a[0].as_str().unwrap())
+        .collect()
+}
+
 fn run_refs(args: &[&str]) -> std::process::Output {
     Command::new(BIN)
         .arg("refs")
@@ -92,11 +103,7 @@ fn the_manifest_on_standard_output_is_the_one_written_to_a_file() {
     let refs = m["refs"].as_object().unwrap();
     assert!(refs.contains_key(".zgroup") && refs.contains_key(".zmetadata"));
     // The references name the file by its absolute path unless --url says otherwise.
-    let named: Vec<&str> = refs
-        .values()
-        .filter_map(|v| v.as_array())
-        .map(|a| a[0].as_str().unwrap())
-        .collect();
+    let named = urls_of(&m);
     assert!(!named.is_empty() || refs.len() > 3);
     assert!(
         named.iter().all(|u| Path::new(u).is_absolute()),
@@ -110,12 +117,7 @@ fn the_manifest_on_standard_output_is_the_one_written_to_a_file() {
         "0",
     ]);
     let m: serde_json::Value = serde_json::from_slice(&c.stdout).unwrap();
-    let refs = m["refs"].as_object().unwrap();
-    let urls: Vec<&str> = refs
-        .values()
-        .filter_map(|v| v.as_array())
-        .map(|a| a[0].as_str().unwrap())
-        .collect();
+    let urls = urls_of(&m);
     assert!(!urls.is_empty() && urls.iter().all(|u| *u == "s3://bucket/n.h5"));
 }
 
@@ -172,13 +174,7 @@ fn a_manifest_of_an_http_object_reads_back_over_http() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
-    let urls: Vec<&str> = m["refs"]
-        .as_object()
-        .unwrap()
-        .values()
-        .filter_map(|v| v.as_array())
-        .map(|a| a[0].as_str().unwrap())
-        .collect();
+    let urls = urls_of(&m);
     assert!(
         !urls.is_empty() && urls.iter().all(|u| *u == url),
         "{urls:?}"
@@ -318,13 +314,7 @@ fn a_bucket_prefix_gives_one_manifest_per_object() {
         )
         .unwrap();
         let url = format!("s3://refs/run/sub/{name}");
-        let urls: Vec<&str> = remote["refs"]
-            .as_object()
-            .unwrap()
-            .values()
-            .filter_map(|v| v.as_array())
-            .map(|a| a[0].as_str().unwrap())
-            .collect();
+        let urls = urls_of(&remote);
         assert!(urls.iter().all(|u| *u == url), "{urls:?}");
         let local = run_refs(&[fixture(name).to_str().unwrap()]);
         let local: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();

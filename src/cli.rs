@@ -344,6 +344,16 @@ fn refused_value(e: &clap::Error) -> Option<String> {
     Some(format!("{arg} {}: {why}", remote::shown(value)))
 }
 
+/// The remote options `args` give for reading `file`, checked against it when it is a URL.
+fn remote_for(file: &std::path::Path, args: RemoteArgs) -> Result<RemoteConfig, String> {
+    let mut remote = RemoteConfig::default();
+    args.apply(&mut remote);
+    if let Some(url) = file.to_str().filter(|f| config::is_remote(f)) {
+        remote::check_source(url, &remote)?;
+    }
+    Ok(remote)
+}
+
 fn into_command(cli: Cli) -> Result<Command, String> {
     match cli.command {
         Some(Sub::Inspect {
@@ -351,11 +361,7 @@ fn into_command(cli: Cli) -> Result<Command, String> {
             path,
             remote: args,
         }) => {
-            let mut remote = RemoteConfig::default();
-            args.apply(&mut remote);
-            if let Some(url) = file.to_str().filter(|f| config::is_remote(f)) {
-                remote::check_source(url, &remote)?;
-            }
+            let remote = remote_for(&file, args)?;
             return Ok(Command::Inspect { file, path, remote });
         }
         Some(Sub::Refs {
@@ -366,11 +372,7 @@ fn into_command(cli: Cli) -> Result<Command, String> {
             inline_threshold,
             remote: args,
         }) => {
-            let mut remote = RemoteConfig::default();
-            args.apply(&mut remote);
-            if let Some(url) = file.to_str().filter(|f| config::is_remote(f)) {
-                remote::check_source(url, &remote)?;
-            }
+            let remote = remote_for(&file, args)?;
             return Ok(Command::Refs {
                 file,
                 path,

@@ -9,39 +9,11 @@ use crate::format::messages::datatype::{
 use ByteOrder::{Big, Little};
 
 fn int(order: ByteOrder, size: u32, signed: bool) -> Datatype {
-    Datatype {
-        version: 1,
-        size,
-        class: TypeClass::FixedPoint {
-            order,
-            signed,
-            bit_offset: 0,
-            precision: (size * 8) as u16,
-        },
-    }
+    Datatype::test_int(size, signed, order)
 }
 
 fn float(order: ByteOrder, size: u32) -> Datatype {
-    let (e, m) = match size {
-        2 => (5, 10),
-        4 => (8, 23),
-        _ => (11, 52),
-    };
-    Datatype {
-        version: 1,
-        size,
-        class: TypeClass::FloatingPoint {
-            order,
-            sign_location: (size * 8 - 1) as u8,
-            bit_offset: 0,
-            precision: (size * 8) as u16,
-            exponent_location: m,
-            exponent_size: e,
-            mantissa_location: 0,
-            mantissa_size: m,
-            exponent_bias: (1 << (e - 1)) - 1,
-        },
-    }
+    Datatype::test_float(size, order)
 }
 
 fn string(size: u32) -> Datatype {

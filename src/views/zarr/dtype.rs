@@ -417,39 +417,11 @@ mod tests {
     use crate::format::messages::datatype::{ByteOrder, CharSet, CompoundMember};
 
     fn int(size: u32, signed: bool, order: ByteOrder) -> Datatype {
-        Datatype {
-            version: 1,
-            size,
-            class: TypeClass::FixedPoint {
-                order,
-                signed,
-                bit_offset: 0,
-                precision: (size * 8) as u16,
-            },
-        }
+        Datatype::test_int(size, signed, order)
     }
 
     fn float(size: u32, order: ByteOrder) -> Datatype {
-        let (e, m, bias) = match size {
-            2 => (5, 10, 15),
-            4 => (8, 23, 127),
-            _ => (11, 52, 1023),
-        };
-        Datatype {
-            version: 1,
-            size,
-            class: TypeClass::FloatingPoint {
-                order,
-                sign_location: (size * 8 - 1) as u8,
-                bit_offset: 0,
-                precision: (size * 8) as u16,
-                exponent_location: m,
-                exponent_size: e,
-                mantissa_location: 0,
-                mantissa_size: m,
-                exponent_bias: bias,
-            },
-        }
+        Datatype::test_float(size, order)
     }
 
     fn member(name: &str, offset: u32, dtype: Datatype) -> CompoundMember {

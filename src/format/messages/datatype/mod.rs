@@ -153,6 +153,46 @@ pub struct Datatype {
 }
 
 impl Datatype {
+    /// An integer of `size` bytes using all its bits (for tests).
+    #[cfg(test)]
+    pub(crate) fn test_int(size: u32, signed: bool, order: ByteOrder) -> Datatype {
+        Datatype {
+            version: 1,
+            size,
+            class: TypeClass::FixedPoint {
+                order,
+                signed,
+                bit_offset: 0,
+                precision: (size * 8) as u16,
+            },
+        }
+    }
+
+    /// An IEEE float of 2, 4 or 8 bytes (for tests).
+    #[cfg(test)]
+    pub(crate) fn test_float(size: u32, order: ByteOrder) -> Datatype {
+        let (e, m) = match size {
+            2 => (5, 10),
+            4 => (8, 23),
+            _ => (11, 52),
+        };
+        Datatype {
+            version: 1,
+            size,
+            class: TypeClass::FloatingPoint {
+                order,
+                sign_location: (size * 8 - 1) as u8,
+                bit_offset: 0,
+                precision: (size * 8) as u16,
+                exponent_location: m,
+                exponent_size: e,
+                mantissa_location: 0,
+                mantissa_size: m,
+                exponent_bias: (1 << (e - 1)) - 1,
+            },
+        }
+    }
+
     /// Decode a datatype message body. Trailing bytes (padding of v1 object headers) are
     /// ignored. `sizes` is unused: every width the message needs is stored in it.
     pub fn parse(data: &[u8], addr: u64, sizes: Sizes) -> Result<Datatype> {
