@@ -418,3 +418,24 @@ fn a_dask_cluster_reduces_an_array_read_through_a_manifest_from_s3() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A corrupt chunk index (a v1 B-tree whose child is its own root) leaves out its dataset
+/// with the structure named, on standard error and in the manifest; the manifest of the
+/// rest is written and the command succeeds.
+#[test]
+fn a_corrupt_chunk_index_leaves_out_its_dataset_naming_the_structure() {
+    let file = root().join("mount-tests/fixtures/nasty/btree_chunk_cycle.h5");
+    let o = run_refs(&[file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("d: left out") && err.contains("B-tree"),
+        "{err}"
+    );
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let why = m["h5mount"]["left_out"]["d"].as_str().unwrap();
+    assert!(why.contains("v1 B-tree chunk index"), "{why}");
+    let refs = m["refs"].as_object().unwrap();
+    assert!(refs.contains_key(".zgroup"));
+    assert!(!refs.keys().any(|k| k.starts_with("d/")), "nothing of d");
+}
