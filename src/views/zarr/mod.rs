@@ -507,6 +507,14 @@ impl ZarrArray {
         }
     }
 
+    /// Name the whole chunk index to a remote source, which fetches it a level at a time in
+    /// few merged requests, before the chunks are looked up one by one (a manifest looks up
+    /// every chunk). Nothing for a local file; only a hint (what it cannot read, the lookups
+    /// report).
+    pub fn prepare_index(&self) {
+        let _ = self.ds.prepare_index(0, self.ds.len());
+    }
+
     /// Where chunk key `coords`'s bytes are, for a reference manifest: a byte range of the
     /// file when the key holds exactly those bytes (a stored chunk served as it is, an
     /// unfiltered chunk, a whole-row slice of a contiguous block), else the bytes themselves

@@ -173,6 +173,7 @@ fn array_refs(
     let Some(total) = total else {
         return Err("more chunks than can be counted".into());
     };
+    array.prepare_index();
     let mut coords = vec![0u64; grid.len()];
     for _ in 0..total {
         let found = array
