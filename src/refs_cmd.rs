@@ -211,14 +211,13 @@ fn one(a: &Args, source: &str, out: Option<&Path>, url: Option<&str>) -> Result<
     for (path, why) in &m.left_out {
         eprintln!("h5mount: {shown}: {path}: left out: {why}");
     }
-    let text = serde_json::to_vec(&m.json).map_err(|e| e.to_string())?;
     match out {
-        Some(o) => std::fs::write(o, text).map_err(|e| format!("{}: {e}", o.display()))?,
+        Some(o) => std::fs::File::create(o)
+            .and_then(|mut f| m.write_json(&mut f))
+            .map_err(|e| format!("{}: {e}", o.display()))?,
         None => {
             let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(&text)
-                .and_then(|()| stdout.flush())
+            m.write_json(&mut stdout)
                 .map_err(|e| format!("standard output: {e}"))?;
         }
     }

@@ -21,6 +21,7 @@
 //! their size.
 
 use std::collections::HashSet;
+use std::io::Write;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -42,11 +43,32 @@ pub struct RefsOptions {
     pub inline_threshold: u64,
 }
 
+/// The value of one key of a manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// Text: a document, or bytes written inline (as they are, or `base64:`).
+    Text(String),
+    /// `length` bytes of the file from `offset`: `[url, offset, length]`.
+    Ref { offset: u64, len: u64 },
+}
+
+impl Entry {
+    /// The text of a text entry.
+    fn text(&self) -> Option<&str> {
+        match self {
+            Entry::Text(t) => Some(t),
+            Entry::Ref { .. } => None,
+        }
+    }
+}
+
 /// A reference manifest and what it left out.
 #[derive(Debug)]
 pub struct Manifest {
-    /// kerchunk's version-1 JSON.
-    pub json: Value,
+    /// The store keys and their values, in the order of the walk: kerchunk's `refs`.
+    pub refs: Vec<(String, Entry)>,
+    /// The URL every reference names.
+    pub url: String,
     /// `(path, reason)` of each array left out.
     pub left_out: Vec<(String, String)>,
     /// Arrays written, chunks referenced, chunks written inline.
@@ -63,13 +85,14 @@ pub fn manifest(file: &Arc<File>, root: ObjectId, opts: &RefsOptions) -> Result<
         decoded: false,
     };
     let mut m = Manifest {
-        json: Value::Null,
+        refs: Vec::new(),
+        url: opts.url.clone(),
         left_out: Vec::new(),
         arrays: 0,
         referenced: 0,
         inlined: 0,
     };
-    let mut refs = Map::new();
+    let mut refs: Vec<(String, Entry)> = Vec::new();
     let mut seen = HashSet::new();
     // (path prefix in the store, object, dimension names its group gives it).
     let mut stack = vec![(String::new(), root, None::<Vec<String>>)];
@@ -80,7 +103,7 @@ pub fn manifest(file: &Arc<File>, root: ObjectId, opts: &RefsOptions) -> Result<
         match file.kind(id)? {
             ObjectKind::Group => {
                 for (name, v) in group_metadata(file, id, zopts)? {
-                    refs.insert(key(&path, name), text(&v));
+                    refs.push((key(&path, name), text(&v)));
                 }
                 let names = super::dims::phony_names(file, id);
                 let links = file.links(id)?;
@@ -130,30 +153,75 @@ pub fn manifest(file: &Arc<File>, root: ObjectId, opts: &RefsOptions) -> Result<
     for (k, v) in &refs {
         let name = k.rsplit('/').next().unwrap_or(k);
         if matches!(name, ".zgroup" | ".zattrs" | ".zarray") {
-            if let Some(parsed) = v.as_str().and_then(|t| serde_json::from_str(t).ok()) {
+            if let Some(parsed) = v.text().and_then(|t| serde_json::from_str(t).ok()) {
                 docs.insert(k.clone(), parsed);
             }
         }
     }
-    refs.insert(
+    refs.push((
         ".zmetadata".into(),
         text(&json!({"zarr_consolidated_format": 1, "metadata": docs})),
-    );
-    let left: Map<String, Value> = m
-        .left_out
-        .iter()
-        .map(|(p, why)| (p.clone(), Value::String(why.clone())))
-        .collect();
-    m.json = json!({
-        "version": 1,
-        "refs": refs,
-        "h5mount": {"left_out": left},
-    });
+    ));
+    m.refs = refs;
     Ok(m)
 }
 
+impl Manifest {
+    /// What was left out, as the manifest's own `h5mount.left_out` member says it.
+    fn left_out_json(&self) -> Value {
+        let left: Map<String, Value> = self
+            .left_out
+            .iter()
+            .map(|(p, why)| (p.clone(), Value::String(why.clone())))
+            .collect();
+        json!({"left_out": left})
+    }
+
+    /// Write kerchunk's version-1 JSON to `w`, entry by entry (a manifest of millions of
+    /// chunks is never made into one JSON value).
+    pub fn write_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, w);
+        w.write_all(b"{\"version\":1,\"refs\":{")?;
+        for (i, (k, v)) in self.refs.iter().enumerate() {
+            if i > 0 {
+                w.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut w, k)?;
+            w.write_all(b":")?;
+            match v {
+                Entry::Text(t) => serde_json::to_writer(&mut w, t)?,
+                Entry::Ref { offset, len } => {
+                    w.write_all(b"[")?;
+                    serde_json::to_writer(&mut w, &self.url)?;
+                    write!(w, ",{offset},{len}]")?;
+                }
+            }
+        }
+        w.write_all(b"},\"h5mount\":")?;
+        serde_json::to_writer(&mut w, &self.left_out_json())?;
+        w.write_all(b"}")?;
+        w.flush()
+    }
+
+    /// The manifest as one JSON value (for tests and small files).
+    pub fn to_json(&self) -> Value {
+        let refs: Map<String, Value> = self
+            .refs
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Entry::Text(t) => Value::String(t.clone()),
+                    Entry::Ref { offset, len } => json!([self.url, offset, len]),
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        json!({"version": 1, "refs": refs, "h5mount": self.left_out_json()})
+    }
+}
+
 /// Manifest entries (key, value), and the counts of chunks referenced and inlined.
-type ArrayRefs = (Vec<(String, Value)>, u64, u64);
+type ArrayRefs = (Vec<(String, Entry)>, u64, u64);
 
 /// The manifest entries of `array` at store path `path`, with the counts of chunks
 /// referenced and inlined; why it is left out, when it is.
@@ -162,7 +230,7 @@ fn array_refs(
     path: &str,
     opts: &RefsOptions,
 ) -> std::result::Result<ArrayRefs, String> {
-    let mut out: Vec<(String, Value)> = array
+    let mut out: Vec<(String, Entry)> = array
         .metadata()
         .iter()
         .map(|(name, v)| (key(path, name), text(v)))
@@ -183,7 +251,7 @@ fn array_refs(
             let k = key(path, &array.chunk_key(&coords));
             match r {
                 ChunkRef::File { offset, len } if len > opts.inline_threshold => {
-                    out.push((k, json!([opts.url, offset, len])));
+                    out.push((k, Entry::Ref { offset, len }));
                     referenced += 1;
                 }
                 ChunkRef::File { .. } => {
@@ -233,20 +301,20 @@ fn key(path: &str, name: &str) -> String {
 }
 
 /// A metadata document as a manifest holds it: its JSON text.
-fn text(v: &Value) -> Value {
-    Value::String(String::from_utf8_lossy(&document_bytes(v)).into_owned())
+fn text(v: &Value) -> Entry {
+    Entry::Text(String::from_utf8_lossy(&document_bytes(v)).into_owned())
 }
 
 /// Bytes written inline: as text when they are printable ASCII that cannot be mistaken
 /// for an encoding prefix, else `base64:`.
-fn inline(b: &[u8]) -> Value {
+fn inline(b: &[u8]) -> Entry {
     let printable = b
         .iter()
         .all(|&c| c == b'\n' || c == b'\t' || (0x20..0x7f).contains(&c));
     if printable && !b.starts_with(b"base64:") {
-        Value::String(String::from_utf8_lossy(b).into_owned())
+        Entry::Text(String::from_utf8_lossy(b).into_owned())
     } else {
-        Value::String(format!("base64:{}", super::dtype::base64(b)))
+        Entry::Text(format!("base64:{}", super::dtype::base64(b)))
     }
 }
 
@@ -294,7 +362,12 @@ mod tests {
                     inline_threshold: threshold,
                 };
                 let m = manifest(&file, file.root(), &opts).unwrap();
-                let refs = m.json["refs"].as_object().unwrap();
+                let json = m.to_json();
+                let mut written = Vec::new();
+                m.write_json(&mut written).unwrap();
+                let parsed: Value = serde_json::from_slice(&written).unwrap();
+                assert_eq!(parsed, json, "{name}: written as it is");
+                let refs = json["refs"].as_object().unwrap();
                 assert!(refs.contains_key(".zgroup"), "{name}");
                 let mut checked = 0;
                 for (k, v) in refs {
@@ -361,12 +434,13 @@ mod tests {
         };
         let m = manifest(&file, file.root(), &opts).unwrap();
         assert!(!m.left_out.is_empty());
-        let listed = m.json["h5mount"]["left_out"].as_object().unwrap();
+        let json = m.to_json();
+        let listed = json["h5mount"]["left_out"].as_object().unwrap();
         for (p, why) in &m.left_out {
             assert!(why.contains("decoded") || !why.is_empty(), "{p}: {why}");
             assert_eq!(listed[p.as_str()], Value::String(why.clone()));
             // Nothing of it in the manifest.
-            let refs = m.json["refs"].as_object().unwrap();
+            let refs = json["refs"].as_object().unwrap();
             let prefix = format!("{}/", p.trim_start_matches('/'));
             assert!(!refs.keys().any(|k| k.starts_with(&prefix)), "{p}");
         }
