@@ -346,15 +346,17 @@ fn xarray_reads_a_netcdf_manifest_as_h5netcdf_reads_the_file() {
                   z = xr.open_dataset('reference://', engine='zarr', backend_kwargs=kw).load()\n\
                   xr.testing.assert_identical(ref, z)\n\
                   print('identical')\n";
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(&file)
-        .arg(&manifest)
-        .output()
-        .unwrap();
+    let mut py = Command::new("python3");
+    py.args(["-c", script]).arg(&file).arg(&manifest);
+    python_says(&mut py, "identical");
+}
+
+/// Run the Python `cmd`: it must succeed and print `expect`.
+fn python_says(cmd: &mut Command, expect: &str) {
+    let out = cmd.output().expect("python3 runs");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && text.contains("identical"),
+        out.status.success() && text.contains(expect),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -410,13 +412,7 @@ fn a_dask_cluster_reduces_an_array_read_through_a_manifest_from_s3() {
         .arg(&file)
         .arg("shuffle_gzip_f4");
     aws_free(&mut py);
-    let out = py.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("sum equal"),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_says(&mut py, "sum equal");
 }
 
 /// A corrupt chunk index (a v1 B-tree whose child is its own root) leaves out its dataset
