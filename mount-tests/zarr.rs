@@ -505,3 +505,42 @@ fn tensorstore_reads_every_array_decoded_and_pass_through_where_it_can() {
         assert!(text.contains(" 0 wrong"), "{text}");
     }
 }
+
+/// tensorstore over the whole corpus (a directory mount, `--zarr-decoded`, v3 and v2):
+/// every numeric dataset equal to h5py, refusals only for what this build cannot serve
+/// (SZ, nbit, names longer than a file name). Skips without tensorstore, unless
+/// `H5MOUNT_REQUIRE_PYTHON` is set.
+#[test]
+fn tensorstore_reads_the_corpus_decoded() {
+    let have = Command::new("python3")
+        .args(["-c", "import tensorstore, h5py, hdf5plugin"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os("H5MOUNT_REQUIRE_PYTHON").is_none(),
+            "H5MOUNT_REQUIRE_PYTHON is set but python3 lacks tensorstore"
+        );
+        eprintln!("skip: python3 with tensorstore is not installed");
+        return;
+    }
+    let dir = fixture("data");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/tensorstore_check.py");
+    for (opt, fmt) in [("--zarr", "3"), ("--zarr=2", "2")] {
+        let m = Mount::background(&dir, &[opt, "--zarr-decoded"]);
+        let out = Command::new("python3")
+            .arg(&script)
+            .arg("--corpus")
+            .arg(m.path())
+            .arg(&dir)
+            .arg(fmt)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{opt}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
