@@ -68,6 +68,18 @@ fn manifests_read_back_through_fsspec_and_zarr_equal_h5py() {
     assert!(passed > 100, "{text}");
 }
 
+/// `c` with no credentials of the caller's and no lookup leaving 127.0.0.0/8: HOME at
+/// `home`, the AWS_* keys removed, instance metadata off and pointed at a closed port.
+fn aws_free<'a>(c: &'a mut Command, home: &Path) -> &'a mut Command {
+    c.env("HOME", home)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_PROFILE")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
+}
+
 /// The URLs the references of manifest `m` name.
 fn urls_of(m: &serde_json::Value) -> Vec<&str> {
     m["refs"]
@@ -165,11 +177,8 @@ fn a_manifest_of_an_http_object_reads_back_over_http() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("m.json");
     let url = ng.url("zarr_latest.h5");
-    let o = Command::new(BIN)
+    let o = aws_free(&mut Command::new(BIN), dir.path())
         .args(["refs", &url, "-o", manifest.to_str().unwrap()])
-        .env("HOME", dir.path())
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -287,7 +296,7 @@ fn a_bucket_prefix_gives_one_manifest_per_object() {
     );
     let out = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let o = Command::new(BIN)
+    let o = aws_free(&mut Command::new(BIN), home.path())
         .args(["refs", "s3://refs/run/", "-o", out.path().to_str().unwrap()])
         .args([
             "--endpoint",
@@ -296,12 +305,6 @@ fn a_bucket_prefix_gives_one_manifest_per_object() {
             "--region",
             "us-east-1",
         ])
-        .env("HOME", home.path())
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env_remove("AWS_PROFILE")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -379,15 +382,6 @@ fn a_dask_cluster_reduces_an_array_read_through_a_manifest_from_s3() {
     sw.put_object("dask", "run/z.h5", &std::fs::read(&file).unwrap());
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("z.json");
-    let aws_free = |c: &mut Command| {
-        c.env("HOME", dir.path())
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .env_remove("AWS_SESSION_TOKEN")
-            .env_remove("AWS_PROFILE")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9");
-    };
     let mut refs = Command::new(BIN);
     refs.args([
         "refs",
@@ -402,7 +396,7 @@ fn a_dask_cluster_reduces_an_array_read_through_a_manifest_from_s3() {
         "--region",
         "us-east-1",
     ]);
-    aws_free(&mut refs);
+    aws_free(&mut refs, dir.path());
     let o = refs.output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut py = Command::new("python3");
@@ -411,7 +405,7 @@ fn a_dask_cluster_reduces_an_array_read_through_a_manifest_from_s3() {
         .arg(sw.endpoint())
         .arg(&file)
         .arg("shuffle_gzip_f4");
-    aws_free(&mut py);
+    aws_free(&mut py, dir.path());
     python_says(&mut py, "sum equal");
 }
 

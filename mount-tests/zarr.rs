@@ -38,6 +38,23 @@ fn manifest() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// Whether `python` can run `import_line` (a Python import statement); when it cannot, the
+/// test skips, saying so, unless the environment variable `require` is set, when it fails.
+fn python_can(python: &str, import_line: &str, require: &str) -> bool {
+    let ok = Command::new(python)
+        .args(["-c", import_line])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os(require).is_none(),
+            "{require} is set but {python} cannot run `{import_line}`"
+        );
+        eprintln!("skip: {python} cannot run `{import_line}`");
+    }
+    ok
+}
+
 /// Whether python3 has zarr-python, h5py and numpy; says so when not.
 fn python_ok() -> bool {
     let ok = Command::new("python3")
@@ -271,16 +288,11 @@ fn keys_errors_and_options_through_the_kernel() {
 /// unless `H5MOUNT_REQUIRE_PYTHON` is set.
 #[test]
 fn xarray_reads_netcdf_through_the_store_as_h5netcdf_reads_the_file() {
-    let have = Command::new("python3")
-        .args(["-c", "import xarray, h5netcdf, zarr"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            std::env::var_os("H5MOUNT_REQUIRE_PYTHON").is_none(),
-            "H5MOUNT_REQUIRE_PYTHON is set but python3 lacks xarray or h5netcdf"
-        );
-        eprintln!("skip: python3 with xarray, h5netcdf and zarr is not installed");
+    if !python_can(
+        "python3",
+        "import xarray, h5netcdf, zarr",
+        "H5MOUNT_REQUIRE_PYTHON",
+    ) {
         return;
     }
     let file = fixture("zarr/netcdf.h5");
@@ -319,16 +331,7 @@ fn xarray_reads_netcdf_through_the_store_as_h5netcdf_reads_the_file() {
 #[test]
 fn gdal_reads_two_dimensional_arrays_of_a_v2_store() {
     const GDAL_PY: &str = "/usr/bin/python3";
-    let have = Command::new(GDAL_PY)
-        .args(["-c", "from osgeo import gdal"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            std::env::var_os("H5MOUNT_REQUIRE_GDAL").is_none(),
-            "H5MOUNT_REQUIRE_GDAL is set but python3-gdal is missing"
-        );
-        eprintln!("skip: python3-gdal is not installed");
+    if !python_can(GDAL_PY, "from osgeo import gdal", "H5MOUNT_REQUIRE_GDAL") {
         return;
     }
     let file = fixture("zarr/zarr_latest.h5");
@@ -468,16 +471,11 @@ fn an_s3_object_as_a_store_reads_as_the_local_file() {
 /// Skips without tensorstore, unless `H5MOUNT_REQUIRE_PYTHON` is set.
 #[test]
 fn tensorstore_reads_every_array_decoded_and_pass_through_where_it_can() {
-    let have = Command::new("python3")
-        .args(["-c", "import tensorstore, h5py, hdf5plugin"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            std::env::var_os("H5MOUNT_REQUIRE_PYTHON").is_none(),
-            "H5MOUNT_REQUIRE_PYTHON is set but python3 lacks tensorstore"
-        );
-        eprintln!("skip: python3 with tensorstore is not installed");
+    if !python_can(
+        "python3",
+        "import tensorstore, h5py, hdf5plugin",
+        "H5MOUNT_REQUIRE_PYTHON",
+    ) {
         return;
     }
     let file = fixture("zarr/zarr_latest.h5");
@@ -512,16 +510,11 @@ fn tensorstore_reads_every_array_decoded_and_pass_through_where_it_can() {
 /// `H5MOUNT_REQUIRE_PYTHON` is set.
 #[test]
 fn tensorstore_reads_the_corpus_decoded() {
-    let have = Command::new("python3")
-        .args(["-c", "import tensorstore, h5py, hdf5plugin"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            std::env::var_os("H5MOUNT_REQUIRE_PYTHON").is_none(),
-            "H5MOUNT_REQUIRE_PYTHON is set but python3 lacks tensorstore"
-        );
-        eprintln!("skip: python3 with tensorstore is not installed");
+    if !python_can(
+        "python3",
+        "import tensorstore, h5py, hdf5plugin",
+        "H5MOUNT_REQUIRE_PYTHON",
+    ) {
         return;
     }
     let dir = fixture("data");
