@@ -491,6 +491,44 @@ fn a_directory_mount_is_a_store_of_its_files() {
     assert_eq!(a.size, 20 * 30 * 4);
 }
 
+/// A store past the limit of consolidated metadata has none: v2 `.zmetadata` does not
+/// exist (and is no longer listed once that is known), v3's root `zarr.json` has no
+/// `consolidated_metadata`; the tree still lists and reads.
+#[test]
+fn a_store_too_large_for_consolidated_metadata_has_none() {
+    for v in [ZarrVersion::V2, ZarrVersion::V3] {
+        let fs = mount("data/layouts_latest.h5", zarr(v));
+        fs.zarr_limit_consolidated(2);
+        let root = name_set(&fs, ROOT_INO);
+        assert!(
+            root.len() > 3,
+            "{v:?}: the file has more than two arrays: {root:?}"
+        );
+        match v {
+            ZarrVersion::V2 => {
+                assert_eq!(errno(walk(&fs, "/.zmetadata")), libc::ENOENT);
+                let after = name_set(&fs, ROOT_INO);
+                assert!(!after.contains(".zmetadata"), "still listed: {after:?}");
+                assert_eq!(after.len() + 1, root.len());
+                assert_eq!(json_at(&fs, "/.zgroup")["zarr_format"], 2);
+            }
+            ZarrVersion::V3 => {
+                let doc = json_at(&fs, "/zarr.json");
+                assert_eq!(doc["node_type"], "group");
+                assert!(doc.get("consolidated_metadata").is_none(), "{doc}");
+            }
+        }
+        let a = at(&fs, "/contiguous_f4");
+        assert_eq!(a.kind, FileKind::Directory);
+    }
+    // Under the limit, the same file has it.
+    let fs = mount("data/layouts_latest.h5", zarr(ZarrVersion::V2));
+    assert!(name_set(&fs, ROOT_INO).contains(".zmetadata"));
+    assert!(json_at(&fs, "/.zmetadata")["metadata"]
+        .get(".zgroup")
+        .is_some());
+}
+
 #[test]
 fn without_the_option_the_mount_is_unchanged() {
     let fs = mount("data/chunked_fixed_latest.h5", None);

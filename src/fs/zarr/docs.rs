@@ -17,7 +17,9 @@
 //! An object whose documents cannot be made (an array that cannot be served, a file of a
 //! mounted directory that cannot be opened) is left out of it, with the log line its own
 //! failure writes. A store of more than [`MAX_CONSOLIDATED`] nodes gets none (one log line):
-//! readers then list the tree, which always works.
+//! v2's `.zmetadata` does not exist (it is listed until the first walk finds the store too
+//! large, not after) and v3's root `zarr.json` has no `consolidated_metadata`; readers then
+//! list the tree, which always works.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,7 +32,7 @@ use crate::fs::attr::FileKind;
 use crate::fs::error::{FsError, FsResult};
 use crate::fs::inode::{Node, NodeKind, ROOT_INO};
 use crate::fs::H5Fs;
-use crate::sync::lock;
+use crate::sync::{self, lock};
 use crate::views::zarr::{document_bytes, group_metadata, Documents, ZarrOptions, ZarrVersion};
 
 /// Nodes (groups and arrays) the consolidated metadata describes at most.
@@ -122,9 +124,13 @@ impl H5Fs {
         let mut nodes = 0usize;
         if !self.walk(z, ROOT_INO, "", &mut found, &mut nodes) {
             z.too_big.store(true, Ordering::Relaxed);
+            // The root's listing, made during the walk, named `.zmetadata`: made again
+            // without it.
+            sync::write(&self.listings).remove(&ROOT_INO);
             log::warn!(
-                "the Zarr store has more than {MAX_CONSOLIDATED} groups and arrays: no \
-                 consolidated metadata (readers list the tree instead)"
+                "the Zarr store has more than {} groups and arrays: no consolidated metadata \
+                 (readers list the tree instead)",
+                z.max_consolidated.load(Ordering::Relaxed)
             );
             return Ok(None);
         }
@@ -164,7 +170,7 @@ impl H5Fs {
                 continue;
             }
             *nodes += 1;
-            if *nodes > MAX_CONSOLIDATED {
+            if *nodes > z.max_consolidated.load(Ordering::Relaxed) {
                 return false;
             }
             let path = match rel {

@@ -39,7 +39,7 @@ pub mod keys;
 mod table;
 mod tree;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::attr::{Attr, FileKind};
@@ -71,8 +71,12 @@ pub struct ZarrFs {
     key_listings: cache::ListingCache,
     /// Held while the root's consolidated document is made (once, not by each caller).
     consolidating: Mutex<()>,
-    /// Set when the store was found too large for consolidated metadata (not walked again).
+    /// Set when the store was found too large for consolidated metadata (not walked again,
+    /// and the root no longer lists `.zmetadata`).
     too_big: AtomicBool,
+    /// Nodes the consolidated metadata describes at most ([`docs::MAX_CONSOLIDATED`]; lower
+    /// in tests).
+    max_consolidated: AtomicUsize,
     /// netCDF's phony dimension names of the datasets of recently seen groups
     /// ([`crate::views::zarr::dims::phony_names`]: worked out once per group, not per array).
     phony: Mutex<lru::LruCache<(FileIdx, ObjectId), Arc<PhonyNames>>>,
@@ -94,6 +98,7 @@ impl ZarrFs {
             key_listings: cache::ListingCache::new(),
             consolidating: Mutex::new(()),
             too_big: AtomicBool::new(false),
+            max_consolidated: AtomicUsize::new(docs::MAX_CONSOLIDATED),
             phony: Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(PHONY_GROUPS).unwrap_or(std::num::NonZeroUsize::MIN),
             )),
@@ -110,9 +115,11 @@ impl ZarrFs {
         p
     }
 
-    /// The documents of a group directory, by name (`.zmetadata` only at the root, v2).
+    /// The documents of a group directory, by name (`.zmetadata` only at the root, v2, and
+    /// not once the store is known to be too large for it).
     fn group_documents(&self, root: bool) -> &'static [&'static str] {
-        match (self.opts.version, root) {
+        let consolidated = root && !self.too_big.load(Ordering::Relaxed);
+        match (self.opts.version, consolidated) {
             (ZarrVersion::V3, _) => &["zarr.json"],
             (ZarrVersion::V2, false) => &[".zgroup", ".zattrs"],
             (ZarrVersion::V2, true) => &[".zgroup", ".zattrs", ".zmetadata"],
@@ -132,6 +139,15 @@ impl H5Fs {
     /// The Zarr tree of this mount, if it serves one.
     pub(super) fn zarr(&self) -> Option<&ZarrFs> {
         self.zarr.as_ref()
+    }
+
+    /// Lower the number of groups and arrays past which the Zarr store gets no consolidated
+    /// metadata (tests: a store past the real limit is too large to build in one).
+    #[doc(hidden)]
+    pub fn zarr_limit_consolidated(&self, nodes: usize) {
+        if let Some(z) = self.zarr() {
+            z.max_consolidated.store(nodes, Ordering::Relaxed);
+        }
     }
 
     /// What the Zarr number `ino` stands for.
