@@ -282,10 +282,13 @@ fn keys_errors_and_options_through_the_kernel() {
     assert_eq!(meta.len(), ds.len());
 }
 
-/// xarray opens a netCDF-4 file through the store (consolidated metadata, v3 and v2) as it
-/// opens the file itself with h5netcdf: the same variables, dimensions, coordinates and
-/// attributes, CF decoding on (times, fill values). Skips without xarray and h5netcdf,
-/// unless `H5MOUNT_REQUIRE_PYTHON` is set.
+/// xarray opens netCDF-4 files through the store (consolidated metadata, v3 and v2) as it
+/// opens the files themselves with h5netcdf: the same variables, dimensions, coordinates and
+/// attributes, CF decoding on (times, fill values, packed integers), in the root group and
+/// in each child group. One file is written by h5netcdf, one by netCDF4-python (libnetcdf):
+/// unlimited dimensions, dimensions without coordinate variables, nested groups using their
+/// parents' dimensions. Skips without xarray and h5netcdf, unless `H5MOUNT_REQUIRE_PYTHON`
+/// is set.
 #[test]
 fn xarray_reads_netcdf_through_the_store_as_h5netcdf_reads_the_file() {
     if !python_can(
@@ -295,30 +298,42 @@ fn xarray_reads_netcdf_through_the_store_as_h5netcdf_reads_the_file() {
     ) {
         return;
     }
-    let file = fixture("zarr/netcdf.h5");
-    for (flag, fmt) in [("--zarr", "3"), ("--zarr=2", "2")] {
-        let m = Mount::background(&file, &[flag]);
-        let script = "import sys, warnings, xarray as xr\n\
-                      warnings.simplefilter('ignore')\n\
-                      ref = xr.open_dataset(sys.argv[1], engine='h5netcdf').load()\n\
-                      z = xr.open_zarr(sys.argv[2], consolidated=True, zarr_format=int(sys.argv[3])).load()\n\
-                      xr.testing.assert_identical(ref, z)\n\
-                      assert 'nv' in z.sizes and 'time' in z.coords, z\n\
-                      print('identical', dict(z.sizes))\n";
-        let out = Command::new("python3")
-            .args(["-c", script])
-            .arg(&file)
-            .arg(m.path())
-            .arg(fmt)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{flag}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(text.contains("identical"), "{flag}: {text}");
+    let script = "import sys, warnings, xarray as xr\n\
+                  warnings.simplefilter('ignore')\n\
+                  path, mnt, fmt = sys.argv[1], sys.argv[2], int(sys.argv[3])\n\
+                  for group in [None] + sys.argv[4:]:\n\
+                  \x20   ref = xr.open_dataset(path, engine='h5netcdf', group=group).load()\n\
+                  \x20   z = xr.open_zarr(mnt, group=group, consolidated=True, zarr_format=fmt).load()\n\
+                  \x20   xr.testing.assert_identical(ref, z)\n\
+                  \x20   assert z.data_vars, group\n\
+                  \x20   print('identical', group, dict(z.sizes))\n";
+    for (name, groups) in [
+        ("zarr/netcdf.h5", &["sub"][..]),
+        ("zarr/netcdf4.h5", &["forecast", "forecast/members"][..]),
+    ] {
+        let file = fixture(name);
+        for (flag, fmt) in [("--zarr", "3"), ("--zarr=2", "2")] {
+            let m = Mount::background(&file, &[flag]);
+            let out = Command::new("python3")
+                .args(["-c", script])
+                .arg(&file)
+                .arg(m.path())
+                .arg(fmt)
+                .args(groups)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{name} {flag}: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                text.matches("identical").count(),
+                groups.len() + 1,
+                "{name} {flag}: {text}"
+            );
+        }
     }
 }
 
