@@ -1,14 +1,11 @@
-//! The mount configuration as plain data, and the `-o opt[,opt...]` mount-option parser.
+//! The mount configuration as plain data, and the checks of option values.
 //!
-//! The command line (see `cli`) fills a [`Config`]; everything after it (`daemon`, the `fs`
-//! layer) sees only this struct. `-o` options are the ones `mount -t fuse.h5mount` and
-//! `/etc/fstab` pass through `mount.fuse3`, so the generic ones (`noauto`, `nofail`, `user`,
-//! `_netdev`, `x-systemd.*`, ...) are accepted and ignored, and `rw` is refused: h5mount is
-//! read-only.
+//! The command line (see `cli`, which also reads `-o` options through the same definition)
+//! fills a [`Config`]; everything after it (`daemon`, the `fs` layer) sees only this struct.
 //!
-//! Every value is checked where it is parsed, by one function per option shared by the flag
-//! and its `-o` form; a refused value is one line naming the option and the value and what
-//! is wrong with it (the remote options' rules are in [`remote`]).
+//! Every value is checked where it is parsed, by one function per option, the value parser
+//! of its clap declaration; the function says what is wrong, and `cli` makes that one line
+//! naming the option and the value (the remote options' rules are in [`remote`]).
 
 pub mod remote;
 
@@ -166,90 +163,6 @@ impl Config {
         }
     }
 
-    /// Apply one `-o` argument: comma-separated options.
-    pub fn apply_options(&mut self, list: &str) -> Result<(), String> {
-        for opt in list.split(',').filter(|o| !o.is_empty()) {
-            self.apply_option(opt)?;
-        }
-        Ok(())
-    }
-
-    fn apply_option(&mut self, opt: &str) -> Result<(), String> {
-        let (key, value) = match opt.split_once('=') {
-            Some((k, v)) => (k, Some(v)),
-            None => (opt, None),
-        };
-        // An option of h5mount's own that is on or off takes no value.
-        let flag = || match value {
-            None => Ok(true),
-            Some(v) => Err(format!(
-                "-o {key}={}: {key} takes no value",
-                remote::shown(v)
-            )),
-        };
-        match key {
-            "ro" => {}
-            // mount(8) passes `rw` unless `ro` is given; the mount is read-only either way,
-            // as for write-protected media.
-            "rw" => {}
-            "allow_other" => self.allow_other = flag()?,
-            "allow_root" => self.allow_root = flag()?,
-            "default_permissions" => self.default_permissions = flag()?,
-            "nodefault_permissions" | "no_default_permissions" => {
-                self.default_permissions = !flag()?
-            }
-            "auto_unmount" => self.auto_unmount = flag()?,
-            "allow_external_paths" => self.allow_external_paths = flag()?,
-            "npy" => self.npy = flag()?,
-            "envi" => self.envi = flag()?,
-            "tiff" => self.tiff = flag()?,
-            "byte_order" => self.byte_order = checked(key, value, parse_byte_order)?,
-            "uid" => self.uid = Some(checked(key, value, parse_id)?),
-            "gid" => self.gid = Some(checked(key, value, parse_id)?),
-            "fsname" => self.fsname = Some(checked(key, value, parse_name)?),
-            "subtype" => self.subtype = Some(checked(key, value, parse_name)?),
-            "cache_size" => self.cache_size = checked(key, value, parse_cache_size)?,
-            "threads" => {
-                self.threads = checked(key, value, parse_threads)?;
-                self.threads_given = true;
-            }
-            "refresh" => self.refresh = checked(key, value, parse_refresh)?,
-            "readahead" => self.readahead_kb = checked(key, value, parse_readahead)?,
-            "max_open_files" => self.max_open_files = checked(key, value, parse_max_open_files)?,
-            "endpoint" => self.remote.endpoint = Some(checked(key, value, remote::parse_endpoint)?),
-            "region" => self.remote.region = Some(checked(key, value, remote::parse_region)?),
-            "profile" => self.remote.profile = Some(checked(key, value, remote::parse_profile)?),
-            "no_sign_request" => self.remote.no_sign_request = flag()?,
-            "virtual_hosted" => self.remote.virtual_hosted = flag()?,
-            "allow_redirects" => self.remote.allow_redirects = flag()?,
-            "list_max_keys" => {
-                self.remote.list_max_keys = checked(key, value, remote::parse_list_max_keys)?
-            }
-            "no_warm_up" => self.warm_up = !flag()?,
-            "zarr" => {
-                self.zarr = Some(match value {
-                    None => ZarrVersion::V3,
-                    Some(_) => checked(key, value, parse_zarr_version)?,
-                })
-            }
-            "zarr_decoded" => self.zarr_decoded = flag()?,
-            "request_timeout" => {
-                self.remote.request_timeout = checked(key, value, remote::parse_seconds)?
-            }
-            "retry_timeout" => {
-                self.remote.retry_timeout = checked(key, value, remote::parse_seconds)?
-            }
-            // Generic mount(8)/fstab options that mean nothing to a FUSE filesystem, or are
-            // implied (h5mount always mounts nodev,nosuid).
-            "noauto" | "auto" | "nofail" | "_netdev" | "user" | "users" | "nouser" | "dev"
-            | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "defaults" | "atime"
-            | "noatime" | "relatime" | "strictatime" | "async" => {}
-            k if k.starts_with("x-") || k == "comment" => {}
-            _ => return Err(format!("-o {}: unknown mount option", remote::shown(opt))),
-        }
-        Ok(())
-    }
-
     /// Reject combinations that cannot be mounted.
     pub fn validate(&self) -> Result<(), String> {
         if self.allow_other && self.allow_root {
@@ -295,27 +208,16 @@ pub fn is_remote(source: &str) -> bool {
     }
 }
 
-/// The value of option `key` through its parser, for `-o`; a refusal names the option and
-/// the value.
-fn checked<T>(
-    key: &str,
-    value: Option<&str>,
-    parse: impl FnOnce(&str) -> Result<T, String>,
-) -> Result<T, String> {
-    let v = value.ok_or_else(|| format!("-o {key}: needs a value (-o {key}=...)"))?;
-    parse(v).map_err(|why| format!("-o {key}={}: {why}", remote::shown(v)))
-}
-
-/// `uid=`/`gid=`: a numeric id other than the reserved -1.
-fn parse_id(v: &str) -> Result<u32, String> {
+/// `--uid`/`--gid`: a numeric id other than the reserved -1.
+pub fn parse_id(v: &str) -> Result<u32, String> {
     match v.parse::<u32>() {
         Ok(n) if n != u32::MAX => Ok(n),
         _ => Err("not a numeric id".into()),
     }
 }
 
-/// `fsname=`/`subtype=`: a non-empty name without control characters.
-fn parse_name(v: &str) -> Result<String, String> {
+/// `--fsname`/`--subtype`: a non-empty name without control characters.
+pub fn parse_name(v: &str) -> Result<String, String> {
     match v.is_empty() || v.contains(char::is_control) {
         true => Err("expected a name without control characters".into()),
         false => Ok(v.to_string()),
@@ -451,182 +353,65 @@ mod tests {
         assert!(parse_cache_size("17T").is_err());
     }
 
-    /// A refused `-o` value is one line naming the option and the value.
     #[test]
-    fn refusals_name_option_and_value() {
-        let e = cfg().apply_options("ro,threads=0").unwrap_err();
-        assert_eq!(e, "-o threads=\"0\": expected 1 to 64");
-        let e = cfg().apply_options("fsname=a\nb").unwrap_err();
-        assert!(
-            e.starts_with("-o fsname=\"a\\nb\": ") && !e.contains('\n'),
-            "{e}"
-        );
-        let e = cfg().apply_options("npy=1").unwrap_err();
-        assert!(e.contains("takes no value"), "{e}");
-        assert!(cfg().apply_options("uid=4294967295").is_err());
-    }
-
-    #[test]
-    fn fstab_style_options() {
+    fn combinations() {
         let mut c = cfg();
-        c.apply_options("ro,allow_other,uid=1000,gid=100,fsname=data,cache_size=1G")
-            .unwrap();
-        c.apply_options("noauto,nofail,_netdev,x-systemd.automount,comment=x,users,nodev")
-            .unwrap();
-        c.apply_options("threads=8,subtype=h5,nodefault_permissions")
-            .unwrap();
-        assert!(c.allow_other);
-        assert_eq!((c.uid, c.gid), (Some(1000), Some(100)));
-        assert_eq!(c.fsname.as_deref(), Some("data"));
-        assert_eq!(c.subtype.as_deref(), Some("h5"));
-        assert_eq!(c.cache_size, 1 << 30);
-        assert_eq!(c.threads, 8);
-        assert!(!c.default_permissions);
-        assert!(c.validate().is_ok());
-    }
-
-    #[test]
-    fn refused_options() {
-        assert!(
-            cfg().apply_options("rw").is_ok(),
-            "accepted; the mount stays read-only"
-        );
-        assert!(cfg().apply_options("bogus").is_err());
-        assert!(cfg().apply_options("uid=abc").is_err());
-        assert!(cfg().apply_options("uid").is_err());
-        assert!(cfg().apply_options("threads=0").is_err());
-        let mut c = cfg();
-        c.apply_options("allow_other,allow_root").unwrap();
+        (c.allow_other, c.allow_root) = (true, true);
         assert!(c.validate().is_err());
         let mut c = cfg();
-        c.apply_options("auto_unmount").unwrap();
+        c.auto_unmount = true;
         assert!(c.validate().is_err());
-        assert!(cfg().default_permissions, "on by default");
-        assert!(!cfg().allow_other && !cfg().allow_root, "off by default");
-        assert!(!cfg().allow_external_paths, "off by default");
-        let mut c = cfg();
-        c.apply_options("allow_external_paths").unwrap();
-        assert!(c.allow_external_paths);
-        assert!(cfg().apply_options("byte_order=middle").is_err());
-        assert!(cfg().apply_options("byte_order").is_err());
-    }
-
-    #[test]
-    fn readahead_option() {
-        assert_eq!(cfg().readahead_kb, 1024);
-        let mut c = cfg();
-        c.apply_options("readahead=0").unwrap();
-        assert_eq!(c.readahead_kb, 0);
-        c.apply_options("readahead=4096").unwrap();
-        assert_eq!(c.readahead_kb, 4096);
-        for bad in [
-            "readahead",
-            "readahead=x",
-            "readahead=-1",
-            "readahead=65537",
-        ] {
-            assert!(cfg().apply_options(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn remote_options() {
-        let mut c = cfg();
-        assert_eq!(c.remote.request_timeout, remote::DEFAULT_REQUEST_TIMEOUT);
-        c.apply_options("ro,endpoint=http://127.0.0.1:8333,region=eu-west-1,no_sign_request")
-            .unwrap();
-        c.apply_options("virtual_hosted,request_timeout=2.5,retry_timeout=60")
-            .unwrap();
-        assert_eq!(c.remote.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
-        assert_eq!(c.remote.region.as_deref(), Some("eu-west-1"));
-        assert!(c.remote.no_sign_request && c.remote.virtual_hosted);
-        assert!(c.warm_up);
-        c.apply_options("no_warm_up").unwrap();
-        assert!(!c.warm_up);
-        assert_eq!(c.remote.request_timeout, Duration::from_millis(2500));
-        assert_eq!(c.remote.retry_timeout, Duration::from_secs(60));
-        for bad in [
-            "endpoint",
-            "endpoint=127.0.0.1:9000",
-            "region=",
-            "profile=a/b",
-            "request_timeout=0",
-            "retry_timeout=x",
-            "no_sign_request=yes",
-        ] {
-            assert!(cfg().apply_options(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn max_open_files_option() {
-        assert_eq!(cfg().max_open_files, 256);
-        let mut c = cfg();
-        c.apply_options("ro,max_open_files=8").unwrap();
-        assert_eq!(c.max_open_files, 8);
-        for bad in ["max_open_files", "max_open_files=1", "max_open_files=x"] {
-            assert!(cfg().apply_options(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn refresh_option() {
-        assert_eq!(cfg().refresh, None, "off by default");
-        let mut c = cfg();
-        c.apply_options("ro,refresh=2").unwrap();
-        assert_eq!(c.refresh, Some(Duration::from_secs(2)));
-        c.apply_options("refresh=0.5").unwrap();
-        assert_eq!(c.refresh, Some(Duration::from_millis(500)));
-        c.apply_options("refresh=0").unwrap();
-        assert_eq!(c.refresh, None);
-        for bad in [
-            "refresh",
-            "refresh=x",
-            "refresh=-1",
-            "refresh=0.01",
-            "refresh=1e9",
-        ] {
-            assert!(cfg().apply_options(bad).is_err(), "{bad}");
-        }
-        assert!(cfg().apply_options("refresh=NaN").is_err());
-    }
-
-    #[test]
-    fn zarr_options() {
-        assert_eq!(cfg().zarr(), None, "off by default");
-        let mut c = cfg();
-        c.apply_options("ro,zarr").unwrap();
-        assert_eq!(c.zarr(), Some(ZarrOptions::default()));
-        c.apply_options("zarr=2,zarr_decoded").unwrap();
-        let z = c.zarr().unwrap();
-        assert_eq!((z.version, z.decoded), (ZarrVersion::V2, true));
+        c.allow_root = true;
         assert!(c.validate().is_ok());
-        for bad in ["zarr=4", "zarr=", "zarr_decoded=1"] {
-            assert!(cfg().apply_options(bad).is_err(), "{bad}");
-        }
-        let e = cfg().apply_options("zarr=v3").unwrap_err();
-        assert_eq!(e, "-o zarr=\"v3\": expected 3 or 2 (the Zarr format)");
         let mut c = cfg();
-        c.apply_options("zarr_decoded").unwrap();
+        c.zarr_decoded = true;
         assert!(c.validate().unwrap_err().contains("needs --zarr"));
-        for other in ["npy", "envi", "tiff", "byte_order=big", "refresh=2"] {
+        c.zarr = Some(ZarrVersion::V2);
+        assert!(c.validate().is_ok());
+        let others: [fn(&mut Config); 5] = [
+            |c| c.npy = true,
+            |c| c.envi = true,
+            |c| c.tiff = true,
+            |c| c.byte_order = ByteOrderMode::Big,
+            |c| c.refresh = Some(Duration::from_secs(2)),
+        ];
+        for set in others {
             let mut c = cfg();
-            c.apply_options(&format!("zarr,{other}")).unwrap();
-            assert!(c.validate().is_err(), "{other}");
+            c.zarr = Some(ZarrVersion::V3);
+            set(&mut c);
+            assert!(c.validate().is_err(), "{c:?}");
         }
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(parse_id("1000"), Ok(1000));
+        assert!(parse_id("4294967295").is_err() && parse_id("abc").is_err());
+        assert!(parse_name("a\nb").is_err() && parse_name("").is_err());
+        assert_eq!(parse_readahead("0"), Ok(0));
+        for bad in ["x", "-1", "65537"] {
+            assert!(parse_readahead(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_refresh("0"), Ok(None));
+        assert_eq!(parse_refresh("0.5"), Ok(Some(Duration::from_millis(500))));
+        for bad in ["x", "-1", "0.01", "1e9", "NaN"] {
+            assert!(parse_refresh(bad).is_err(), "{bad}");
+        }
+        assert!(parse_max_open_files("1").is_err());
+        assert_eq!(parse_zarr_version("2"), Ok(ZarrVersion::V2));
+        assert_eq!(
+            parse_zarr_version("v3"),
+            Err("expected 3 or 2 (the Zarr format)".into())
+        );
     }
 
     #[test]
     fn view_options() {
         let v = cfg().views();
-        assert!(!v.npy && !v.envi && v.text, "only text by default");
+        assert!(
+            !v.npy && !v.envi && v.text && !v.tiff,
+            "only text by default"
+        );
         assert_eq!(v.byte_order, ByteOrderMode::AsStored);
-        assert!(!cfg().views().tiff);
-        let mut c = cfg();
-        c.apply_options("npy,envi,byte_order=big,tiff").unwrap();
-        let v = c.views();
-        assert!(v.npy && v.envi);
-        assert_eq!(v.byte_order, ByteOrderMode::Big);
-        assert!(c.views().tiff);
     }
 }

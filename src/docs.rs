@@ -1,17 +1,24 @@
-//! The man page and shell completions, generated from the command line definition
-//! (`h5mount generate-docs DIR`, hidden; run by `packaging/build-deb`).
+//! The man page, shell completions and `docs/configuration.md`, generated from the command
+//! line definition (`h5mount generate-docs DIR`, hidden, run by `packaging/build-deb`;
+//! `--configuration FILE` for the page, see [`configuration`]).
 //!
 //! clap_mangen renders the name, synopsis, description and every option from the clap
-//! definition, so the page cannot drift from `--help`; the sections a reader of a mount tool
-//! looks for beyond that (mount options, views, remote sources, stopping, examples, exit
-//! status, files) are written here in roff. clap_complete writes the bash, zsh and fish
-//! completions.
+//! definition, so the page cannot drift from `--help`; the `-o` forms and the fstab options
+//! ignored come from `cli::mount_options`; the sections a reader of a mount tool looks for
+//! beyond that (views, the Zarr store, stopping, examples, exit status, files) are written
+//! here in roff. clap_complete writes the bash, zsh and fish completions. A test keeps the
+//! set of options that `--help`, the man page and `docs/configuration.md` name equal to the
+//! definition's.
+
+pub mod configuration;
 
 use std::io::{self, Write};
 use std::path::Path;
 
 use clap_complete::Shell;
 use clap_mangen::roff::{bold, italic, roman, Roff};
+
+use crate::cli::mount_options;
 
 /// The page's description after the one-line summary.
 const DESCRIPTION: &str = "Groups are directories (mode 0555), datasets regular files (0444) \
@@ -28,60 +35,6 @@ const DESCRIPTION: &str = "Groups are directories (mode 0555), datasets regular 
     metadata; --no-sign-request reads public buckets.\n\n\
     h5mount returns once the mount answers and serves it in the background (-f: in the \
     foreground).";
-
-/// The `-o` options: (option, meaning).
-const MOUNT_OPTIONS: &[(&str, &str)] = &[
-    ("ro, rw", "accepted; the mount is always read-only"),
-    (
-        "allow_other, allow_root",
-        "let other users (or root) use the mount; for other users than root, /etc/fuse.conf \
-         must hold user_allow_other",
-    ),
-    (
-        "default_permissions",
-        "the kernel checks the modes shown (on by default; nodefault_permissions turns it off)",
-    ),
-    (
-        "auto_unmount",
-        "unmount when the process dies (needs allow_other or allow_root)",
-    ),
-    (
-        "uid=N, gid=N",
-        "owner shown for every entry (default: the owner of the file)",
-    ),
-    (
-        "fsname=NAME, subtype=NAME",
-        "source and type shown in /proc/mounts (default: the source, fuse.h5mount)",
-    ),
-    (
-        "cache_size=SIZE, threads=N, readahead=KB, max_open_files=N, refresh=SECONDS",
-        "as the options of the same names",
-    ),
-    (
-        "npy, envi, tiff, byte_order=ORDER",
-        "as --npy, --envi, --tiff, --byte-order (see VIEW FILES)",
-    ),
-    (
-        "zarr, zarr=2, zarr_decoded",
-        "as --zarr, --zarr=2, --zarr-decoded (see ZARR STORE)",
-    ),
-    (
-        "endpoint=URL, region=NAME, profile=NAME, no_sign_request, virtual_hosted, \
-         allow_redirects, list_max_keys=N, request_timeout=S, retry_timeout=S, no_warm_up",
-        "as the options of the same names (see REMOTE SOURCES)",
-    ),
-    (
-        "allow_external_paths",
-        "follow external links, virtual-dataset sources, external storage and directory \
-         symlinks that lead outside the mounted file's directory or the mounted directory \
-         (refused by default)",
-    ),
-    (
-        "noauto, auto, nofail, _netdev, user, users, defaults, dev, nodev, suid, nosuid, exec, \
-         noexec, atime, noatime, relatime, x-*, comment=*",
-        "fstab options: accepted and ignored (the mount is always nodev,nosuid)",
-    ),
-];
 
 /// The views: (flag, what it serves).
 const VIEWS: &[(&str, &str)] = &[
@@ -180,12 +133,25 @@ const EXIT: &[(&str, &str)] = &[
 ];
 
 /// Write the man page `h5mount.1` and the completions (`h5mount.bash`, `_h5mount`,
-/// `h5mount.fish`) into `dir`.
-pub fn generate(cmd: clap::Command, dir: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+/// `h5mount.fish`) into `dir`, and the configuration page into `configuration`.
+pub fn generate(
+    cmd: clap::Command,
+    dir: Option<&Path>,
+    configuration: Option<&Path>,
+) -> io::Result<()> {
+    let named = |path: &Path| {
+        let path = path.display().to_string();
+        move |e: io::Error| io::Error::new(e.kind(), format!("{path}: {e}"))
+    };
+    if let Some(file) = configuration {
+        std::fs::write(file, configuration::markdown(&cmd)).map_err(named(file))?;
+    }
+    let Some(dir) = dir else { return Ok(()) };
+    std::fs::create_dir_all(dir).map_err(named(dir))?;
     let mut page = Vec::new();
     man_page(cmd.clone(), &mut page)?;
-    std::fs::write(dir.join("h5mount.1"), page)?;
+    let file = dir.join("h5mount.1");
+    std::fs::write(&file, page).map_err(named(&file))?;
     for (shell, name) in [
         (Shell::Bash, "h5mount.bash"),
         (Shell::Zsh, "_h5mount"),
@@ -193,20 +159,58 @@ pub fn generate(cmd: clap::Command, dir: &Path) -> io::Result<()> {
     ] {
         let mut out = Vec::new();
         clap_complete::generate(shell, &mut cmd.clone(), "h5mount", &mut out);
-        std::fs::write(dir.join(name), out)?;
+        let file = dir.join(name);
+        std::fs::write(&file, out).map_err(named(&file))?;
     }
     Ok(())
 }
 
+/// The section on `-o`: each heading's options in their `-o` form, then the ignored ones.
+fn mount_options_section(r: &mut Roff, cmd: &clap::Command) {
+    r.control("SH", ["OPTIONS OF -o"]);
+    r.text([roman(
+        "Comma separated, repeatable, and the options field of an /etc/fstab line. Every long \
+         option above is also an -o option of the same name with _ for -: --cache-size 1G is \
+         -o cache_size=1G. A flag given on the command line wins over the same option in -o; \
+         among -o options, as among repeated flags, the last wins.",
+    )]);
+    let args: Vec<&clap::Arg> = mount_options::reachable(cmd).collect();
+    let mut headings: Vec<Option<&str>> = Vec::new();
+    for a in &args {
+        if !headings.contains(&a.get_help_heading()) {
+            headings.push(a.get_help_heading());
+        }
+    }
+    for heading in headings {
+        let mut forms = Vec::new();
+        for a in args.iter().filter(|a| a.get_help_heading() == heading) {
+            forms.extend(mount_options::o_form(a));
+            if let Some(aliases) = a.get_all_aliases() {
+                forms.extend(aliases.iter().map(|al| mount_options::o_name(al)));
+            }
+        }
+        let heading = heading.unwrap_or("Other options");
+        r.control("TP", [])
+            .text([bold(forms.join(", "))])
+            .text([roman(format!(
+                "as the options of the same names ({heading})"
+            ))]);
+    }
+    r.control("TP", [])
+        .text([bold(mount_options::ignored_list())])
+        .text([roman(
+            "fstab options: accepted and ignored (the mount is always read-only, nodev and \
+             nosuid; mount(8) passes rw unless ro is given)",
+        )]);
+}
+
 /// The man page: clap's sections, then ours.
 fn man_page(cmd: clap::Command, out: &mut dyn Write) -> io::Result<()> {
-    let inspect_flags = cmd
-        .find_subcommand("inspect")
-        .map(flags_of)
-        .unwrap_or_default();
+    let sub_flags = |name| cmd.find_subcommand(name).map(flags_of).unwrap_or_default();
+    let (inspect_flags, refs_flags) = (sub_flags("inspect"), sub_flags("refs"));
     let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
     let cmd = cmd.long_about(format!("{about}.\n\n{DESCRIPTION}"));
-    let man = clap_mangen::Man::new(cmd).date(env!("CARGO_PKG_VERSION"));
+    let man = clap_mangen::Man::new(cmd.clone()).date(env!("CARGO_PKG_VERSION"));
     man.render_title(out)?;
     man.render_name_section(out)?;
     man.render_synopsis_section(out)?;
@@ -227,12 +231,16 @@ fn man_page(cmd: clap::Command, out: &mut dyn Write) -> io::Result<()> {
          attributes, without mounting. FILE may be a URL, as for mounting, reached with the \
          same remote-source options.",
     )]);
-    table(
-        &mut r,
-        "OPTIONS OF -o",
-        MOUNT_OPTIONS,
-        "Comma separated, repeatable, and the options field of an /etc/fstab line:",
-    );
+    r.control("TP", []).text([
+        bold("h5mount refs "),
+        italic("FILE"),
+        roman(" ["),
+        italic("PATH"),
+        roman(format!("]{refs_flags}")),
+    ]);
+    let refs_about = cmd.find_subcommand("refs").and_then(|s| s.get_about());
+    r.text([roman(refs_about.map(|a| a.to_string()).unwrap_or_default())]);
+    mount_options_section(&mut r, &cmd);
     table(
         &mut r,
         "VIEW FILES",
@@ -310,14 +318,106 @@ fn flags_of(cmd: &clap::Command) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+
+    /// `text` without roff's escapes of `-` and of fonts (`\fB`).
+    fn unroff(text: &str) -> String {
+        let mut t = text.replace("\\-", "-");
+        for font in ["\\fB", "\\fI", "\\fR", "\\fP"] {
+            t = t.replace(font, " ");
+        }
+        t
+    }
+
+    /// The long options `text` names (`--cache-size`; `\-\-` in roff counts as `--`).
+    fn long_flags(text: &str) -> BTreeSet<String> {
+        let text = unroff(text);
+        let b = text.as_bytes();
+        let mut out = BTreeSet::new();
+        let mut i = 0;
+        while let Some(at) = text[i..].find("--").map(|p| p + i) {
+            let start = at + 2;
+            let before_ok = at == 0 || !(b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'-');
+            let mut end = start;
+            while end < b.len()
+                && (b[end].is_ascii_lowercase() || b[end].is_ascii_digit() || b[end] == b'-')
+            {
+                end += 1;
+            }
+            let name = text[start..end].trim_end_matches('-');
+            if before_ok && name.starts_with(|c: char| c.is_ascii_lowercase()) {
+                out.insert(format!("--{name}"));
+            }
+            i = end.max(at + 2);
+        }
+        out
+    }
+
+    /// The words of `text` (runs of a-z, 0-9 and `_`).
+    fn words(text: &str) -> BTreeSet<String> {
+        unroff(text)
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The definition, built (with `--help` and `--version`), and its visible subcommands.
+    fn built() -> clap::Command {
+        let mut cmd = crate::cli::command();
+        cmd.build();
+        cmd
+    }
+
+    fn visible_subcommands(cmd: &clap::Command) -> impl Iterator<Item = &clap::Command> {
+        cmd.get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    }
+
+    /// Every long option the definition holds: the mount command's and its subcommands'.
+    fn defined(cmd: &clap::Command) -> BTreeSet<String> {
+        std::iter::once(cmd)
+            .chain(visible_subcommands(cmd))
+            .flat_map(|c| c.get_arguments())
+            .filter(|a| !a.is_hide_set())
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect()
+    }
+
+    /// The `-o` names of the mount command's options (aliases included).
+    fn o_names(cmd: &clap::Command) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for a in mount_options::reachable(cmd) {
+            out.insert(mount_options::o_name(a.get_long().unwrap()));
+            for al in a.get_all_aliases().unwrap_or_default() {
+                out.insert(mount_options::o_name(al));
+            }
+        }
+        out
+    }
+
+    /// `named` names exactly the options of `want`: none missing, none that does not exist.
+    fn same_options(what: &str, named: &BTreeSet<String>, want: &BTreeSet<String>) {
+        let missing: Vec<_> = want.difference(named).collect();
+        let unknown: Vec<_> = named.difference(want).collect();
+        assert!(
+            missing.is_empty() && unknown.is_empty(),
+            "{what}: options of the definition it does not name: {missing:?}; options it \
+             names that the definition does not hold: {unknown:?}"
+        );
+    }
+
+    fn man_page_text(cmd: clap::Command) -> (String, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        generate(cmd, Some(dir.path()), None).unwrap();
+        let page = std::fs::read_to_string(dir.path().join("h5mount.1")).unwrap();
+        (page, dir)
+    }
 
     #[test]
     fn the_page_and_completions_are_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let cmd = crate::cli::command();
-        generate(cmd, dir.path()).unwrap();
-        let page = std::fs::read_to_string(dir.path().join("h5mount.1")).unwrap();
+        let (page, dir) = man_page_text(crate::cli::command());
         for section in [
             "OPTIONS",
             "COMMANDS",
@@ -335,36 +435,6 @@ mod tests {
                 "{section}"
             );
         }
-        // Every option of the definition is on the page (the command's and inspect's), and
-        // every remote option also in the table of -o options.
-        let cmd = crate::cli::command();
-        let inspect = cmd.find_subcommand("inspect").unwrap();
-        for a in cmd.get_arguments().chain(inspect.get_arguments()) {
-            let Some(long) = a.get_long().filter(|_| !a.is_hide_set()) else {
-                continue;
-            };
-            let escaped = long.replace('-', "\\-");
-            assert!(page.contains(&escaped), "--{long} is not on the page");
-        }
-        let table = MOUNT_OPTIONS
-            .iter()
-            .map(|(tag, _)| *tag)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let remote = cmd
-            .get_arguments()
-            .filter(|a| a.get_help_heading() == Some("Remote sources"));
-        let mut seen = 0;
-        for a in remote {
-            let Some(long) = a.get_long() else { continue };
-            seen += 1;
-            let key = long.replace('-', "_");
-            assert!(table.contains(&key), "-o {key} is not in the table");
-        }
-        assert!(seen >= 10, "{seen} remote options");
-        for key in ["zarr", "zarr=2", "zarr_decoded"] {
-            assert!(table.contains(key), "-o {key} is not in the table");
-        }
         let bash = std::fs::read_to_string(dir.path().join("h5mount.bash")).unwrap();
         assert!(bash.contains("--cache-size"));
         for name in ["_h5mount", "h5mount.fish"] {
@@ -374,4 +444,97 @@ mod tests {
             );
         }
     }
+
+    /// The committed docs/configuration.md is what the definition writes.
+    #[test]
+    fn configuration_page_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(configuration::PATH);
+        let want = configuration::markdown(&crate::cli::command());
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is not what the command line definition writes; write it again with\n    {}",
+            configuration::PATH,
+            configuration::REGENERATE
+        );
+    }
+
+    /// `--help` (of the command and of each subcommand), the man page and
+    /// docs/configuration.md name exactly the options of the definition, and the latter two
+    /// every `-o` option; docs/configuration.md names no `-o` option that does not exist.
+    #[test]
+    fn help_man_page_and_docs_name_the_same_options() {
+        let cmd = built();
+        let want = defined(&cmd);
+        assert!(want.len() >= 35, "{want:?}");
+        let mut help = cmd.clone().render_long_help().to_string();
+        for sub in visible_subcommands(&cmd) {
+            help.push_str(&sub.clone().render_long_help().to_string());
+        }
+        same_options("--help", &long_flags(&help), &want);
+        let (page, _dir) = man_page_text(crate::cli::command());
+        same_options("the man page", &long_flags(&page), &want);
+        let md = configuration::markdown(&crate::cli::command());
+        // The page names the hidden command that writes it.
+        let prose = md.replace(configuration::REGENERATE, "");
+        same_options(configuration::PATH, &long_flags(&prose), &want);
+
+        let o = o_names(&cmd);
+        for (what, text) in [("the man page", &page), (configuration::PATH, &md)] {
+            let w = words(text);
+            let missing: Vec<_> = o.iter().filter(|n| !w.contains(*n)).collect();
+            assert!(missing.is_empty(), "{what} lacks -o {missing:?}");
+            for ignored in mount_options::IGNORED {
+                assert!(w.contains(*ignored), "{what} lacks the ignored {ignored}");
+            }
+        }
+        // Every `-o NAME` the page shows is an option or an ignored one.
+        for part in md.split("`-o ").skip(1) {
+            let name: String = part
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            assert!(
+                name.is_empty()
+                    || name.starts_with(|c: char| c.is_ascii_uppercase())
+                    || o.contains(&name)
+                    || mount_options::is_ignored(&name),
+                "{}: -o {name} is no option",
+                configuration::PATH
+            );
+        }
+    }
+
+    /// The README's prose names no option that does not exist (its list of options is
+    /// docs/configuration.md).
+    #[test]
+    fn the_readme_names_existing_options() {
+        let readme = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+        )
+        .unwrap();
+        assert!(
+            readme.contains(configuration::PATH),
+            "README does not point to the page"
+        );
+        let want = defined(&built());
+        let unknown: Vec<_> = long_flags(&readme)
+            .into_iter()
+            .filter(|f| !want.contains(f) && !OTHER_PROGRAMS_FLAGS.contains(&f.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "README.md names {unknown:?}, not options of h5mount"
+        );
+    }
+
+    /// Options of other programs that the README shows in commands.
+    const OTHER_PROGRAMS_FLAGS: &[&str] = &[
+        "--example",     // cargo run --example
+        "--format",      // aws configure export-credentials --format
+        "--now",         // systemctl enable --now
+        "--only-values", // getfattr --only-values
+        "--path",        // cargo install --path
+        "--suffix",      // systemd-escape --suffix
+    ];
 }

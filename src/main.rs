@@ -41,13 +41,15 @@ fn inspect(
 
 fn main() {
     let code = match cli::parse() {
-        Command::GenerateDocs(dir) => match docs::generate(cli::command(), &dir) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("h5mount: generate-docs {}: {e}", dir.display());
-                1
+        Command::GenerateDocs { dir, configuration } => {
+            match docs::generate(cli::command(), dir.as_deref(), configuration.as_deref()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("h5mount: generate-docs: {e}");
+                    1
+                }
             }
-        },
+        }
         Command::Inspect { file, path, remote } => {
             init_logging(0, None);
             let mut out = std::io::stdout().lock();
