@@ -3,8 +3,8 @@
 //! as they are. Unshuffling is on the hot path of every shuffled dataset, so the common
 //! element sizes get a monomorphised loop the compiler can vectorise: for 2- and 4-byte
 //! elements each element is assembled as one integer from its plane bytes (shifts and ors
-//! that vectorise well: 13 GB/s for 4-byte elements on the development machine against 5.6
-//! for the byte transpose, which remains faster for 8 and 16 bytes).
+//! that vectorise well: faster than the byte transpose for 4-byte elements, while the
+//! transpose remains faster for 8 and 16 bytes; figures in `docs/performance.md`).
 
 use super::Stage;
 
@@ -109,7 +109,7 @@ fn unshuffle_n<const N: usize>(src: &[u8], dst: &mut [u8]) {
     }
     let planes: [&[u8]; N] = std::array::from_fn(|b| &src[b * n..(b + 1) * n]);
     // Eight elements at a time: one 8-byte load per plane, then a fixed-size transpose the
-    // compiler keeps in registers (about 20% faster than element by element).
+    // compiler keeps in registers (faster than element by element).
     let groups = n / 8;
     for (g, out) in dst[..groups * 8 * N].chunks_exact_mut(8 * N).enumerate() {
         let rows: [[u8; 8]; N] = std::array::from_fn(|b| {

@@ -53,8 +53,8 @@
 //!     datasets, not much of what follows the last one it reads. A reader going through a
 //!     group's datasets in listing order is also read ahead by the filesystem layer
 //!     (`fs::siblings`), which knows where it goes next, so this window can stay short
-//!     (8 spans: a `cat` of 100 datasets of 650 KB each fetches 1 % past them, against 8
-//!     % at 16 spans, for 5 % less speed at 30 ms a request).
+//!     (8 spans: little is fetched past the last dataset read, for a small loss of speed
+//!     against 16; figures in `docs/performance.md`).
 //!
 //!   So reading one dataset moves about its own bytes, never the data that follows it.
 //! - A missing run longer than [`PART`] is fetched as parallel GETs of [`PART`] bytes.
