@@ -16,6 +16,7 @@
 //! - 4 KiB `pread`s 1 MiB apart under `POSIX_FADV_RANDOM`: no prefetch job queued;
 //! - the bdi's `read_ahead_kb` is what the statistics say the daemon set, `-o readahead=0`
 //!   leaves the kernel's 128 KiB and `--readahead 512` sets 512 (as root);
+//! - `--max-request 4096` (as root, Linux 6.13 and later): requests of 4 MiB;
 //! - `mmap` read in order: bytes equal, requests larger than the default 128 KiB;
 //! - a compressed dataset of another file reached through an external link is decoded into
 //!   the mount's one chunk cache (its misses are counted there);
@@ -371,6 +372,43 @@ fn readahead_option_sets_or_leaves_the_bdi() {
     }
     assert_eq!(s["readahead_kb"], 512, "{s:?}");
     assert_eq!(bdi_readahead(&m), 512);
+}
+
+/// `--max-request 4096` on a kernel that lets root raise its limit (Linux 6.13 and later):
+/// the daemon raises `/proc/sys/fs/fuse/max_pages_limit` (put back afterwards), the readahead
+/// follows, and a sequential read arrives in 4 MiB requests with the same bytes. Elsewhere a
+/// skip, saying why.
+#[test]
+fn max_request_asks_for_4_mib_where_the_kernel_allows_it() {
+    const LIMIT: &str = "/proc/sys/fs/fuse/max_pages_limit";
+    let Ok(old) = fs::read_to_string(LIMIT) else {
+        eprintln!("SKIP: {LIMIT} does not exist (a kernel before 6.13)");
+        return;
+    };
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: not root, {LIMIT} cannot be raised");
+        return;
+    }
+    /// Puts the machine's limit back, however the test ends.
+    struct Restore(String);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = fs::write(LIMIT, self.0.trim());
+        }
+    }
+    let _restore = Restore(old.clone());
+    // From the default limit, so that the daemon must raise it.
+    fs::write(LIMIT, "256").unwrap();
+    let (len, sha) = reference();
+    let m = Mount::background(&soak(), &["--max-request", "4096"]);
+    let pages: u64 = fs::read_to_string(LIMIT).unwrap().trim().parse().unwrap();
+    assert!(pages * 4096 >= 4 * MIB, "limit not raised: {pages} pages");
+    let bytes = cat(&m.at(DATASET));
+    assert_eq!(sha256(&bytes), sha);
+    assert_eq!(bytes.len() as u64, len);
+    let s = stats(&m);
+    assert_eq!(s["readahead_kb"], 4096, "{s:?}");
+    assert_eq!(s["read_max_request"], 4 * MIB, "{s:?}");
 }
 
 #[test]

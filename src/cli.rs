@@ -201,6 +201,14 @@ struct Cli {
     #[arg(long, value_name = "KB", value_parser = config::parse_readahead, help_heading = "Performance")]
     readahead: Option<u64>,
 
+    /// Largest FUSE request to ask the kernel for, in KiB, 1024 to 4096 (whole 4 KiB pages);
+    /// the readahead follows it unless --readahead is given. Above 1024 needs Linux 6.13 or
+    /// later, whose /proc/sys/fs/fuse/max_pages_limit h5mount raises as root, with a log
+    /// line (otherwise a warning says what the kernel grants). Not faster on the project's
+    /// bench (docs/performance.md) [default: 1024].
+    #[arg(long, value_name = "KB", value_parser = config::parse_max_request, help_heading = "Performance")]
+    max_request: Option<u64>,
+
     /// Most files kept open at once, at least 2: HDF5 files reached by a directory mount,
     /// external links and virtual-dataset sources, and raw files of external storage; the
     /// least recently used is closed and opened again when needed [default: 256].
@@ -538,7 +546,8 @@ fn into_command(cli: Cli) -> Result<Command, String> {
         threads: cli.threads.unwrap_or(d.threads),
         threads_given: cli.threads.is_some(),
         max_open_files: cli.max_open_files.unwrap_or(d.max_open_files),
-        readahead_kb: cli.readahead.unwrap_or(d.readahead_kb),
+        readahead_kb: cli.readahead.or(cli.max_request).unwrap_or(d.readahead_kb),
+        max_request_kb: cli.max_request.unwrap_or(d.max_request_kb),
         verbose: cli.verbose,
         log_file: cli.log_file,
         allow_external_paths: cli.allow_external_paths,
@@ -615,17 +624,20 @@ mod tests {
             .get_value_names()
             .and_then(|v| v.first())
             .filter(|_| arg.get_action().takes_values())
-            .map(|v| match v.as_str() {
-                "N" => "7",
-                "SIZE" => "3M",
-                "KB" => "512",
-                "SECONDS" => "2.5",
-                "URL" => "http://127.0.0.1:1",
-                "NAME" => "lab",
-                "ORDER" => "big",
-                "FORMAT" => "2",
-                "PATH" => "/tmp/h5mount-test.log",
-                other => panic!("--{:?}: no sample value for {other}", arg.get_long()),
+            .map(|v| match (arg.get_id().as_str(), v.as_str()) {
+                ("max_request", _) => "2048",
+                (_, v) => match v {
+                    "N" => "7",
+                    "SIZE" => "3M",
+                    "KB" => "512",
+                    "SECONDS" => "2.5",
+                    "URL" => "http://127.0.0.1:1",
+                    "NAME" => "lab",
+                    "ORDER" => "big",
+                    "FORMAT" => "2",
+                    "PATH" => "/tmp/h5mount-test.log",
+                    other => panic!("--{:?}: no sample value for {other}", arg.get_long()),
+                },
             });
         let with: &[&str] = match arg.get_id().as_str() {
             "auto_unmount" => &["allow_other"],

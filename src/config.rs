@@ -26,6 +26,11 @@ pub const DEFAULT_REMOTE_THREADS: usize = 16;
 pub const MAX_THREADS: usize = 64;
 /// Readahead (KiB) the daemon sets on the mount when not told otherwise.
 pub const DEFAULT_READAHEAD_KB: u64 = 1024;
+/// The largest FUSE request asked for when not told otherwise (KiB): what every kernel
+/// grants.
+pub const DEFAULT_MAX_REQUEST_KB: u64 = 1024;
+/// Largest FUSE request that can be asked for (KiB).
+pub const MAX_MAX_REQUEST_KB: u64 = 4096;
 /// Largest readahead accepted (KiB).
 pub const MAX_READAHEAD_KB: u64 = 65536;
 /// Decoded-chunk cache size when not told otherwise.
@@ -66,6 +71,8 @@ pub struct Config {
     /// Readahead in KiB to set on the mount (`--readahead`, `-o readahead=`; needs root;
     /// 0: leave the kernel's).
     pub readahead_kb: u64,
+    /// The largest FUSE request to ask the kernel for, in KiB (`--max-request`).
+    pub max_request_kb: u64,
     /// `-v` count.
     pub verbose: u8,
     pub log_file: Option<PathBuf>,
@@ -125,6 +132,7 @@ impl Config {
             threads: DEFAULT_THREADS,
             threads_given: false,
             readahead_kb: DEFAULT_READAHEAD_KB,
+            max_request_kb: DEFAULT_MAX_REQUEST_KB,
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             verbose: 0,
             log_file: None,
@@ -271,6 +279,17 @@ pub fn parse_readahead(v: &str) -> Result<u64, String> {
     }
 }
 
+/// `--max-request`/`max_request=`: KiB from [`DEFAULT_MAX_REQUEST_KB`] to
+/// [`MAX_MAX_REQUEST_KB`], whole pages of 4 KiB.
+pub fn parse_max_request(v: &str) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(n) if (DEFAULT_MAX_REQUEST_KB..=MAX_MAX_REQUEST_KB).contains(&n) && n % 4 == 0 => Ok(n),
+        _ => Err(format!(
+            "expected KiB from {DEFAULT_MAX_REQUEST_KB} to {MAX_MAX_REQUEST_KB}, a multiple of 4"
+        )),
+    }
+}
+
 /// Shortest refresh period accepted: a file re-read more often would cost more than it
 /// serves.
 pub const MIN_REFRESH: Duration = Duration::from_millis(100);
@@ -389,6 +408,11 @@ mod tests {
         assert!(parse_id("4294967295").is_err() && parse_id("abc").is_err());
         assert!(parse_name("a\nb").is_err() && parse_name("").is_err());
         assert_eq!(parse_readahead("0"), Ok(0));
+        assert_eq!(parse_max_request("1024"), Ok(1024));
+        assert_eq!(parse_max_request("4096"), Ok(4096));
+        for bad in ["0", "512", "1023", "1026", "4100", "8192", "-1", "4M", ""] {
+            assert!(parse_max_request(bad).is_err(), "{bad}");
+        }
         for bad in ["x", "-1", "65537"] {
             assert!(parse_readahead(bad).is_err(), "{bad}");
         }

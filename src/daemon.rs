@@ -416,6 +416,7 @@ fn serve(cfg: &Config, prepared: Prepared) -> i32 {
         default_permissions: cfg.default_permissions,
         auto_unmount: cfg.auto_unmount,
         threads: cfg.threads_for(is_remote_source(cfg)),
+        max_request: grant_request(cfg.max_request_kb),
     };
     let mut mounted = match fuse::mount(fs, &mountpoint, &mopts) {
         Ok(m) => m,
@@ -661,6 +662,55 @@ fn raise_readahead(mountpoint: &Path, kb: u64) -> u64 {
                  raise it after mounting: echo {kb} > {knob}"
             );
             0
+        }
+    }
+}
+
+/// The largest FUSE request to ask for, in bytes, for `--max-request KB`: `kb`, where the
+/// kernel grants it or can be made to (as root, raising [`fuse::MAX_PAGES_LIMIT`], with a
+/// log line); otherwise what it grants, with a warning. The kernel's limit is raised only
+/// when asked for more than every kernel grants.
+fn grant_request(kb: u64) -> u32 {
+    let want = kb.saturating_mul(1024);
+    let default = u64::from(fuse::DEFAULT_MAX_REQUEST);
+    if want <= default {
+        return fuse::DEFAULT_MAX_REQUEST;
+    }
+    let page = fuse::page_size();
+    let limit = std::fs::read_to_string(fuse::MAX_PAGES_LIMIT).ok();
+    let granted = fuse::granted_request(limit.as_deref(), page);
+    let to_u32 = |b: u64| u32::try_from(b).unwrap_or(fuse::DEFAULT_MAX_REQUEST);
+    if granted >= want {
+        return to_u32(want);
+    }
+    let Some(old) = limit else {
+        log::warn!(
+            "--max-request {kb}: this kernel grants requests of 1024 KiB at most (Linux 6.13 \
+             and later can be asked for more, through {})",
+            fuse::MAX_PAGES_LIMIT
+        );
+        return fuse::DEFAULT_MAX_REQUEST;
+    };
+    let pages = want.div_ceil(page);
+    match std::fs::write(fuse::MAX_PAGES_LIMIT, pages.to_string()) {
+        Ok(()) => {
+            log::info!(
+                "--max-request {kb}: raised {} from {} to {pages} pages (for every FUSE mount \
+                 of this machine)",
+                fuse::MAX_PAGES_LIMIT,
+                old.trim()
+            );
+            to_u32(want)
+        }
+        Err(e) => {
+            log::warn!(
+                "--max-request {kb}: the kernel grants {} KiB ({} = {}); raising it needs \
+                 root ({e})",
+                granted >> 10,
+                fuse::MAX_PAGES_LIMIT,
+                old.trim()
+            );
+            to_u32(granted.min(want))
         }
     }
 }

@@ -8,8 +8,9 @@
 //!
 //! fuser runs `threads` session loops on cloned `/dev/fuse` descriptors, so requests are
 //! served concurrently and a slow chunk decode does not stall other readers. At `init` the
-//! kernel is asked for 1 MiB requests (its readahead offer, usually 128 KiB, is the ceiling
-//! here; the daemon raises the mount's `read_ahead_kb` afterwards) and for `readdirplus`;
+//! kernel is asked for requests of 1 MiB, or up to 4 MiB with `--max-request` where the
+//! kernel allows it (its readahead offer, usually 128 KiB, is the ceiling here; the daemon
+//! raises the mount's `read_ahead_kb` afterwards) and for `readdirplus`;
 //! files are opened with `FOPEN_KEEP_CACHE`, so re-reads and `mmap` are page-cache hits.
 //! When the file is re-read while mounted (`super::refresh`), a [`Notifier`] tells the kernel
 //! which of those cached entries, attributes and pages to drop.
@@ -37,8 +38,37 @@ use super::error::FsError;
 use super::refresh::Invalidation;
 use super::{H5Fs, XattrReply};
 
-/// Largest request we ask the kernel for (reads and readahead).
-const MAX_REQUEST: u32 = 1 << 20;
+/// Largest request (reads and readahead) every kernel grants: 256 pages, the fixed limit of
+/// kernels before 6.13, and the default of the others. Asked for unless told otherwise.
+pub const DEFAULT_MAX_REQUEST: u32 = 1 << 20;
+
+/// Largest request that can be asked for (`--max-request`).
+pub const LARGEST_REQUEST: u32 = 4 << 20;
+
+/// The kernel's limit on the pages of one FUSE request, where it can be changed (Linux 6.13
+/// and later; root can raise it).
+pub const MAX_PAGES_LIMIT: &str = "/proc/sys/fs/fuse/max_pages_limit";
+
+/// The largest request the kernel grants, in bytes, given the text of [`MAX_PAGES_LIMIT`]
+/// (`None`: no such file, a kernel before 6.13) and the page size: never below
+/// [`DEFAULT_MAX_REQUEST`], which every kernel grants.
+pub fn granted_request(limit_text: Option<&str>, page: u64) -> u64 {
+    limit_text
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .and_then(|pages| pages.checked_mul(page))
+        .unwrap_or(0)
+        .max(u64::from(DEFAULT_MAX_REQUEST))
+}
+
+/// The size of a memory page of this machine.
+pub fn page_size() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .and_then(|p| u64::try_from(p).ok())
+        .filter(|&p| p >= 512)
+        .unwrap_or(4096)
+}
 
 thread_local! {
     /// The buffer each FUSE thread reads answers into (at most `read::MAX_READ` bytes).
@@ -59,6 +89,9 @@ pub struct MountOptions {
     pub auto_unmount: bool,
     /// Worker threads serving requests.
     pub threads: usize,
+    /// The largest request to ask the kernel for, in bytes ([`DEFAULT_MAX_REQUEST`] to
+    /// [`LARGEST_REQUEST`]; the kernel grants at most its limit, see [`granted_request`]).
+    pub max_request: u32,
 }
 
 /// A mounted, not yet running session.
@@ -179,6 +212,7 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
     let adapter = FuseFs {
         core: core.clone(),
         threads: opts.threads.max(1),
+        max_request: opts.max_request.clamp(DEFAULT_MAX_REQUEST, LARGEST_REQUEST),
         #[cfg(feature = "bench-ceiling")]
         ceiling: super::ceiling::Ceiling::from_env(),
     };
@@ -238,6 +272,8 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
 pub struct FuseFs {
     core: Arc<H5Fs>,
     threads: usize,
+    /// The largest request asked for at `init`, in bytes.
+    max_request: u32,
     #[cfg(feature = "bench-ceiling")]
     ceiling: Option<super::ceiling::Ceiling>,
 }
@@ -296,10 +332,17 @@ impl FuseFs {
 
 impl Filesystem for FuseFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        if let Err(max) = config.set_max_readahead(MAX_REQUEST) {
+        let request = self.max_request;
+        if let Err(max) = config.set_max_readahead(request) {
             let _ = config.set_max_readahead(max);
         }
-        let _ = config.set_max_write(MAX_REQUEST);
+        // fuser asks for max(max_write, max_readahead) in pages; the kernel grants at most
+        // its limit.
+        let _ = config.set_max_write(request);
+        log::debug!(
+            "asked the kernel for requests of up to {} KiB",
+            request >> 10
+        );
         let bg = u16::try_from(self.threads.saturating_mul(4)).unwrap_or(u16::MAX);
         let _ = config.set_max_background(bg.max(16));
         for flag in [
@@ -714,5 +757,26 @@ impl Filesystem for FuseFs {
         reply: ReplyWrite,
     ) {
         reply.error(Errno::EROFS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_granted_request_follows_the_kernel_limit_never_below_1_mib() {
+        let page = 4096;
+        let mib = 1 << 20;
+        // No limit file (kernels before 6.13), or one that says nothing usable: 1 MiB.
+        for text in [None, Some("x\n"), Some(""), Some("18446744073709551615")] {
+            assert_eq!(granted_request(text, page), mib, "{text:?}");
+        }
+        assert_eq!(granted_request(Some("256\n"), page), mib);
+        assert_eq!(granted_request(Some("32\n"), page), mib);
+        assert_eq!(granted_request(Some("1024\n"), page), 4 * mib);
+        assert_eq!(granted_request(Some("65535"), page), 65535 * 4096);
+        assert_eq!(granted_request(Some("256"), 16384), 4 * mib);
+        assert!(page_size() >= 512);
     }
 }
