@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The Zarr store under xarray and dask, beside xarray with h5netcdf and `cat`, in one run.
 
-Writes (once, in DIR, default /tmp/h5mount-bench-zarr) a 1 GiB float32 dataset (16384 x
-16384, chunks 256 x 1024, shuffle + gzip level 4, smooth values that compress about 2:1).
-Then, ROUNDS times each (default 3), interleaved, each on a fresh mount:
+Writes (once, in DIR, default /tmp/h5mount-bench-zarr) a float32 dataset of SIZE MiB (a multiple
+of 16, default 1024: 16 x SIZE rows of 16384 columns, 16384 x 16384), chunks 256 x 1024,
+shuffle + gzip level 4, smooth values that compress about 2:1, and keeps the CRC-32 of h5py's
+values beside it. Then, ROUNDS times each (default 3), interleaved, each on a fresh mount:
 - `zarr`: `xr.open_zarr(MNT).load()` on a `--zarr` mount with dask's threaded scheduler
   (threads = cores): the chunks pass through as stored, and the reader's cores decode them;
 - `zarr-dec`: the same on a `--zarr --zarr-decoded` mount (the daemon decodes, the reader
@@ -15,9 +16,17 @@ Prints wall seconds (median, spread), the reader's CPU seconds and the daemon's 
 (median), and the ratios of medians. The issue's aim: with pass-through the daemon only
 serves stored bytes, so the store scales with the reader's cores.
 
-`python3 mount-tests/bench/zarr_speed.py H5MOUNT_RELEASE_BINARY [ROUNDS] [DIR]`
+With --s3, then the same file over S3 at 30 ms per request (SeaweedFS behind an nginx proxy,
+as mount-tests/bench/remote's s3_30) against xarray with h5netcdf over s3fs with its default
+cache and with the 4 MiB block cache xarray uses for a URL: see zarr_speed_s3.py. Every
+reader's values there are checked against h5py's. --no-local runs only that section.
+
+`python3 mount-tests/bench/zarr_speed.py H5MOUNT_RELEASE_BINARY [ROUNDS] [DIR]
+    [--size MIB] [--s3] [--no-local]`
 """
 
+import argparse
+import json
 import os
 import resource
 import statistics
@@ -41,17 +50,34 @@ xr.open_dataset(sys.argv[1], engine="h5netcdf", phony_dims="access").load()
 """
 
 
-def make(path):
+def make(path, size_mib):
+    """The file with the dataset /x of `size_mib` MiB."""
     import h5py
     import numpy as np
     n, rows = 16384, 256
     with h5py.File(path, "w") as f:
-        d = f.create_dataset("x", shape=(n, n), dtype="f4", chunks=(rows, 1024),
+        d = f.create_dataset("x", shape=(size_mib * 16, n), dtype="f4", chunks=(rows, 1024),
                              compression="gzip", compression_opts=4, shuffle=True)
         cols = np.linspace(0, 20, n, dtype="f4")
-        for r in range(0, n, rows):
+        for r in range(0, size_mib * 16, rows):
             y = np.arange(r, r + rows, dtype="f4")[:, None]
             d[r:r + rows] = np.sin(cols[None, :] + y / 97.0) * 100 + y / 7.0
+
+
+def reference_crc(path):
+    """CRC-32 of /x's values as h5py reads them (row-major bytes), kept beside the file."""
+    kept = path.with_suffix(".crc32")
+    if kept.exists() and kept.stat().st_mtime >= path.stat().st_mtime:
+        return json.loads(kept.read_text())["crc32"]
+    import h5py
+    import zlib
+    crc = 0
+    with h5py.File(path, "r") as f:
+        d = f["x"]
+        for r in range(0, d.shape[0], 1024):
+            crc = zlib.crc32(memoryview(d[r:r + 1024]).cast("B"), crc)
+    kept.write_text(json.dumps({"crc32": crc}))
+    return crc
 
 
 def cpu_of(pid):
@@ -84,13 +110,32 @@ def timed(cmd, daemon):
 
 
 def main():
-    binary = sys.argv[1]
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    d = Path(sys.argv[3] if len(sys.argv) > 3 else "/tmp/h5mount-bench-zarr")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("binary", help="h5mount (a release build)")
+    ap.add_argument("rounds", nargs="?", type=int, default=3)
+    ap.add_argument("dir", nargs="?", default="/tmp/h5mount-bench-zarr")
+    ap.add_argument("--size", type=int, default=1024, help="MiB of float32 values (multiple of 16)")
+    ap.add_argument("--s3", action="store_true", help="also over S3 at 30 ms per request")
+    ap.add_argument("--no-local", action="store_true", help="skip the local section")
+    args = ap.parse_args()
+    if args.size < 16 or args.size % 16 or args.rounds < 1:
+        ap.error("--size must be a positive multiple of 16 and ROUNDS at least 1")
+    binary, rounds, d = os.path.abspath(args.binary), args.rounds, Path(args.dir).resolve()
     d.mkdir(parents=True, exist_ok=True)
-    src = d / "gzip_shuffle_1g.h5"
+    src = d / ("gzip_shuffle_1g.h5" if args.size == 1024 else "gzip_shuffle_%dm.h5" % args.size)
     if not src.exists():
-        make(src)
+        make(src, args.size)
+    title = "%d MiB float32 (%d x 16384, chunks 256 x 1024), shuffle+gzip (%.0f MiB stored)" % (
+        args.size, args.size * 16, src.stat().st_size / 2**20)
+    if not args.no_local:
+        local(binary, rounds, d, src, title)
+    if args.s3:
+        import zarr_speed_s3
+        zarr_speed_s3.run(binary, src, "x", rounds, reference_crc(src), title)
+
+
+def local(binary, rounds, d, src, title):
+    """The local section: the file itself, a --zarr mount and a plain mount of it."""
     cores = os.cpu_count()
     zm, pm = d / "zarr_mnt", d / "plain_mnt"
     # Each run on a fresh mount: nothing served from the daemon's caches or the kernel's
@@ -113,9 +158,7 @@ def main():
                 if daemon:
                     subprocess.run(["fusermount3", "-u", str(mnt)], check=False)
                     daemon.wait(timeout=60)
-    size = src.stat().st_size / 2**30
-    print("1 GiB float32, shuffle+gzip (%.2f GiB stored), %d rounds, %d cores" % (
-        size, rounds, cores))
+    print("%s, %d rounds, %d cores" % (title, rounds, cores))
     print("%-10s %9s %8s %11s %11s" % ("reader", "wall med", "spread", "reader cpu",
                                       "daemon cpu"))
     med = {}
