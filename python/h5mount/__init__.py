@@ -25,7 +25,7 @@ import sysconfig
 import tempfile
 import time
 
-__all__ = ["H5mountError", "Mount", "binary", "mount"]
+__all__ = ["H5mountError", "Mount", "binary", "is_mounted", "mount"]
 
 #: How long to wait for the kernel to drop a mount after ``fusermount3 -u`` returned.
 UNMOUNT_WAIT_SECONDS = 30.0
