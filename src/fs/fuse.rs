@@ -35,6 +35,7 @@ use fuser::{
 use super::attr::{Attr, FileKind, BLKSIZE, DIR_BLKSIZE};
 use super::error::FsError;
 use super::refresh::Invalidation;
+use super::stats::Op;
 use super::{H5Fs, XattrReply};
 
 /// Largest request we ask the kernel for (reads and readahead).
@@ -288,6 +289,11 @@ impl FuseFs {
         }
     }
 
+    /// Count one request of kind `op` ([`super::stats`]).
+    fn count(&self, op: Op) {
+        self.core.stats().on_op(op, 1);
+    }
+
     fn fail(core: &H5Fs, op: &str, e: FsError) -> Errno {
         core.log_error(op, &e);
         errno(&e)
@@ -315,6 +321,7 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.count(Op::Lookup);
         #[cfg(feature = "bench-ceiling")]
         if let Some(ceil) = &self.ceiling {
             if parent.0 == super::inode::ROOT_INO && name == super::ceiling::NAME {
@@ -330,7 +337,13 @@ impl Filesystem for FuseFs {
         })
     }
 
+    // fuser's `batch_forget` (whose argument type it does not export) calls this per inode.
+    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {
+        self.count(Op::Forget);
+    }
+
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.count(Op::Getattr);
         #[cfg(feature = "bench-ceiling")]
         if let Some(ceil) = self
             .ceiling
@@ -349,6 +362,7 @@ impl Filesystem for FuseFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.count(Op::Readlink);
         self.guard("readlink", |c| match c.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(Self::fail(c, "readlink", e)),
@@ -356,6 +370,7 @@ impl Filesystem for FuseFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.count(Op::Open);
         #[cfg(feature = "bench-ceiling")]
         if self.ceiling.is_some() && ino.0 == super::ceiling::INO {
             return reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
@@ -412,6 +427,7 @@ impl Filesystem for FuseFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Release);
         // Handle 0 (sidecars, and the benchmark ceiling file) holds nothing to release.
         self.guard("release", |c| {
             c.release(fh.0);
@@ -427,6 +443,7 @@ impl Filesystem for FuseFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Flush);
         self.guard("flush", |c| {
             c.flush(fh.0);
             reply.ok()
@@ -434,10 +451,12 @@ impl Filesystem for FuseFs {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
+        self.count(Op::Other);
         reply.ok()
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.count(Op::Opendir);
         // The kernel may cache listings (and keep them across opens): they change only when
         // the file is re-read, which invalidates them.
         let flags = FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE;
@@ -455,6 +474,7 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        self.count(Op::Readdir);
         self.guard("readdir", |c| match c.listing(ino.0) {
             Ok(listing) => {
                 for (next, e) in listing.from_offset(offset) {
@@ -476,6 +496,7 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        self.count(Op::Readdirplus);
         self.guard("readdirplus", |c| match c.listing(ino.0) {
             Ok(listing) => {
                 for (next, e) in listing.from_offset(offset) {
@@ -503,7 +524,20 @@ impl Filesystem for FuseFs {
         })
     }
 
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.count(Op::Releasedir);
+        reply.ok()
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.count(Op::Statfs);
         self.guard("statfs", |c| {
             let s = c.statfs();
             reply.statfs(s.blocks, 0, 0, s.files, 0, s.bsize, s.namelen, s.bsize)
@@ -511,6 +545,7 @@ impl Filesystem for FuseFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.count(Op::Getxattr);
         self.guard("getxattr", |c| match c.getxattr(ino.0, name, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
@@ -519,6 +554,7 @@ impl Filesystem for FuseFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.count(Op::Listxattr);
         self.guard("listxattr", |c| match c.listxattr(ino.0, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
@@ -527,6 +563,7 @@ impl Filesystem for FuseFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.count(Op::Access);
         self.guard("access", |c| match c.access(ino.0, mask.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Self::fail(c, "access", e)),
@@ -553,6 +590,7 @@ impl Filesystem for FuseFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -566,6 +604,7 @@ impl Filesystem for FuseFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -578,14 +617,17 @@ impl Filesystem for FuseFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
     fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
     fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -597,6 +639,7 @@ impl Filesystem for FuseFs {
         _target: &Path,
         reply: ReplyEntry,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -610,6 +653,7 @@ impl Filesystem for FuseFs {
         _flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -621,6 +665,7 @@ impl Filesystem for FuseFs {
         _newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -636,6 +681,7 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -649,6 +695,7 @@ impl Filesystem for FuseFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -662,10 +709,12 @@ impl Filesystem for FuseFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -679,6 +728,7 @@ impl Filesystem for FuseFs {
         _mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -696,6 +746,7 @@ impl Filesystem for FuseFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
+        self.count(Op::Other);
         log::debug!("ioctl {cmd:#x} on inode {}: ENOTTY", ino.0);
         reply.error(Errno::ENOTTY)
     }
@@ -713,6 +764,7 @@ impl Filesystem for FuseFs {
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 }
