@@ -11,6 +11,10 @@
 //! kernel is asked for 1 MiB requests (its readahead offer, usually 128 KiB, is the ceiling
 //! here; the daemon raises the mount's `read_ahead_kb` afterwards) and for `readdirplus`;
 //! files are opened with `FOPEN_KEEP_CACHE`, so re-reads and `mmap` are page-cache hits.
+//! A walk pays as few round trips as the kernel allows: directories are opened by the kernel
+//! alone where it can (`FUSE_NO_OPENDIR_SUPPORT`), their listings are kept in its page cache,
+//! entries and attributes come with the listing (`readdirplus`) and live long
+//! ([`H5Fs::ttl`]), and with POSIX ACLs on the kernel remembers that an inode has none.
 //! When the file is re-read while mounted (`super::refresh`), a [`Notifier`] tells the kernel
 //! which of those cached entries, attributes and pages to drop.
 //!
@@ -180,6 +184,8 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
     let adapter = FuseFs {
         core: core.clone(),
         threads: opts.threads.max(1),
+        default_permissions: opts.default_permissions,
+        kernel_opendir: true,
         #[cfg(feature = "bench-ceiling")]
         ceiling: super::ceiling::Ceiling::from_env(),
     };
@@ -239,6 +245,10 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
 pub struct FuseFs {
     core: Arc<H5Fs>,
     threads: usize,
+    /// The kernel checks permissions itself (`default_permissions`).
+    default_permissions: bool,
+    /// Directories are opened by the kernel alone (see `init`): `opendir` answers `ENOSYS`.
+    kernel_opendir: bool,
     #[cfg(feature = "bench-ceiling")]
     ceiling: Option<super::ceiling::Ceiling>,
 }
@@ -316,6 +326,19 @@ impl Filesystem for FuseFs {
         ] {
             // A kernel without one of these still works, just slower.
             let _ = config.add_capabilities(flag);
+        }
+        // A kernel that can open directories by itself is told so by the first `opendir`
+        // answering ENOSYS: no opendir or releasedir round trip per directory walked, and it
+        // keeps listings cached as ours would ask (FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE). A
+        // directory that cannot be listed then fails at its first read instead of its open.
+        self.kernel_opendir = config
+            .capabilities()
+            .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        // With POSIX ACLs on, the kernel caches each inode's answer to the ACL queries of
+        // `ls -l` (none here) instead of asking again on every call. It also turns
+        // `default_permissions` on, so only when the mount checks permissions that way.
+        if self.default_permissions {
+            let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL);
         }
         Ok(())
     }
@@ -460,6 +483,9 @@ impl Filesystem for FuseFs {
         // The kernel may cache listings (and keep them across opens): they change only when
         // the file is re-read, which invalidates them.
         let flags = FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE;
+        if self.kernel_opendir {
+            return reply.error(Errno::ENOSYS);
+        }
         self.guard("opendir", |c| match c.opendir(ino.0) {
             Ok(()) => reply.opened(FileHandle(0), flags),
             Err(e) => reply.error(Self::fail(c, "opendir", e)),
