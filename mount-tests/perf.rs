@@ -139,6 +139,22 @@ fn stats_xattr_is_served_on_the_root_only_and_not_listed() {
         "remote_p50_us",
         "remote_p99_us",
         "remote_warm_up",
+        "op_lookup",
+        "op_forget",
+        "op_getattr",
+        "op_readlink",
+        "op_open",
+        "op_release",
+        "op_flush",
+        "op_opendir",
+        "op_readdir",
+        "op_readdirplus",
+        "op_releasedir",
+        "op_getxattr",
+        "op_listxattr",
+        "op_access",
+        "op_statfs",
+        "op_other",
     ];
     for k in keys {
         assert!(s.contains_key(k), "missing {k}: {s:?}");

@@ -12,6 +12,10 @@
 //! kernel allows it (its readahead offer, usually 128 KiB, is the ceiling here; the daemon
 //! raises the mount's `read_ahead_kb` afterwards) and for `readdirplus`;
 //! files are opened with `FOPEN_KEEP_CACHE`, so re-reads and `mmap` are page-cache hits.
+//! A walk pays as few round trips as the kernel allows: directories are opened by the kernel
+//! alone where it can (`FUSE_NO_OPENDIR_SUPPORT`), their listings are kept in its page cache,
+//! entries and attributes come with the listing (`readdirplus`) and live long
+//! ([`H5Fs::ttl`]), and with POSIX ACLs on the kernel remembers that an inode has none.
 //! When the file is re-read while mounted (`super::refresh`), a [`Notifier`] tells the kernel
 //! which of those cached entries, attributes and pages to drop.
 //!
@@ -36,6 +40,7 @@ use fuser::{
 use super::attr::{Attr, FileKind, BLKSIZE, DIR_BLKSIZE};
 use super::error::FsError;
 use super::refresh::Invalidation;
+use super::stats::Op;
 use super::{H5Fs, XattrReply};
 
 /// Largest request (reads and readahead) every kernel grants: 256 pages, the fixed limit of
@@ -213,6 +218,8 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
         core: core.clone(),
         threads: opts.threads.max(1),
         max_request: opts.max_request.clamp(DEFAULT_MAX_REQUEST, LARGEST_REQUEST),
+        default_permissions: opts.default_permissions,
+        kernel_opendir: true,
         #[cfg(feature = "bench-ceiling")]
         ceiling: super::ceiling::Ceiling::from_env(),
     };
@@ -274,6 +281,10 @@ pub struct FuseFs {
     threads: usize,
     /// The largest request asked for at `init`, in bytes.
     max_request: u32,
+    /// The kernel checks permissions itself (`default_permissions`).
+    default_permissions: bool,
+    /// Directories are opened by the kernel alone (see `init`): `opendir` answers `ENOSYS`.
+    kernel_opendir: bool,
     #[cfg(feature = "bench-ceiling")]
     ceiling: Option<super::ceiling::Ceiling>,
 }
@@ -324,6 +335,11 @@ impl FuseFs {
         }
     }
 
+    /// Count one request of kind `op` ([`super::stats`]).
+    fn count(&self, op: Op) {
+        self.core.stats().on_op(op, 1);
+    }
+
     fn fail(core: &H5Fs, op: &str, e: FsError) -> Errno {
         core.log_error(op, &e);
         errno(&e)
@@ -354,10 +370,24 @@ impl Filesystem for FuseFs {
             // A kernel without one of these still works, just slower.
             let _ = config.add_capabilities(flag);
         }
+        // A kernel that can open directories by itself is told so by the first `opendir`
+        // answering ENOSYS: no opendir or releasedir round trip per directory walked, and it
+        // keeps listings cached as ours would ask (FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE). A
+        // directory that cannot be listed then fails at its first read instead of its open.
+        self.kernel_opendir = config
+            .capabilities()
+            .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        // With POSIX ACLs on, the kernel caches each inode's answer to the ACL queries of
+        // `ls -l` (none here) instead of asking again on every call. It also turns
+        // `default_permissions` on, so only when the mount checks permissions that way.
+        if self.default_permissions {
+            let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL);
+        }
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.count(Op::Lookup);
         #[cfg(feature = "bench-ceiling")]
         if let Some(ceil) = &self.ceiling {
             if parent.0 == super::inode::ROOT_INO && name == super::ceiling::NAME {
@@ -373,7 +403,13 @@ impl Filesystem for FuseFs {
         })
     }
 
+    // fuser's `batch_forget` (whose argument type it does not export) calls this per inode.
+    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {
+        self.count(Op::Forget);
+    }
+
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.count(Op::Getattr);
         #[cfg(feature = "bench-ceiling")]
         if let Some(ceil) = self
             .ceiling
@@ -392,6 +428,7 @@ impl Filesystem for FuseFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.count(Op::Readlink);
         self.guard("readlink", |c| match c.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(Self::fail(c, "readlink", e)),
@@ -399,6 +436,7 @@ impl Filesystem for FuseFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.count(Op::Open);
         #[cfg(feature = "bench-ceiling")]
         if self.ceiling.is_some() && ino.0 == super::ceiling::INO {
             return reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
@@ -455,6 +493,7 @@ impl Filesystem for FuseFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Release);
         // Handle 0 (sidecars, and the benchmark ceiling file) holds nothing to release.
         self.guard("release", |c| {
             c.release(fh.0);
@@ -470,6 +509,7 @@ impl Filesystem for FuseFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Flush);
         self.guard("flush", |c| {
             c.flush(fh.0);
             reply.ok()
@@ -477,13 +517,18 @@ impl Filesystem for FuseFs {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
+        self.count(Op::Other);
         reply.ok()
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.count(Op::Opendir);
         // The kernel may cache listings (and keep them across opens): they change only when
         // the file is re-read, which invalidates them.
         let flags = FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE;
+        if self.kernel_opendir {
+            return reply.error(Errno::ENOSYS);
+        }
         self.guard("opendir", |c| match c.opendir(ino.0) {
             Ok(()) => reply.opened(FileHandle(0), flags),
             Err(e) => reply.error(Self::fail(c, "opendir", e)),
@@ -498,6 +543,7 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        self.count(Op::Readdir);
         self.guard("readdir", |c| match c.listing(ino.0) {
             Ok(listing) => {
                 for (next, e) in listing.from_offset(offset) {
@@ -519,6 +565,7 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        self.count(Op::Readdirplus);
         self.guard("readdirplus", |c| match c.listing(ino.0) {
             Ok(listing) => {
                 for (next, e) in listing.from_offset(offset) {
@@ -546,7 +593,20 @@ impl Filesystem for FuseFs {
         })
     }
 
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.count(Op::Releasedir);
+        reply.ok()
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.count(Op::Statfs);
         self.guard("statfs", |c| {
             let s = c.statfs();
             reply.statfs(s.blocks, 0, 0, s.files, 0, s.bsize, s.namelen, s.bsize)
@@ -554,6 +614,7 @@ impl Filesystem for FuseFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.count(Op::Getxattr);
         self.guard("getxattr", |c| match c.getxattr(ino.0, name, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
@@ -562,6 +623,7 @@ impl Filesystem for FuseFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.count(Op::Listxattr);
         self.guard("listxattr", |c| match c.listxattr(ino.0, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
@@ -570,6 +632,7 @@ impl Filesystem for FuseFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.count(Op::Access);
         self.guard("access", |c| match c.access(ino.0, mask.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Self::fail(c, "access", e)),
@@ -596,6 +659,7 @@ impl Filesystem for FuseFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -609,6 +673,7 @@ impl Filesystem for FuseFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -621,14 +686,17 @@ impl Filesystem for FuseFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
     fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
     fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -640,6 +708,7 @@ impl Filesystem for FuseFs {
         _target: &Path,
         reply: ReplyEntry,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -653,6 +722,7 @@ impl Filesystem for FuseFs {
         _flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -664,6 +734,7 @@ impl Filesystem for FuseFs {
         _newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -679,6 +750,7 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -692,6 +764,7 @@ impl Filesystem for FuseFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -705,10 +778,12 @@ impl Filesystem for FuseFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -722,6 +797,7 @@ impl Filesystem for FuseFs {
         _mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 
@@ -739,6 +815,7 @@ impl Filesystem for FuseFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
+        self.count(Op::Other);
         log::debug!("ioctl {cmd:#x} on inode {}: ENOTTY", ino.0);
         reply.error(Errno::ENOTTY)
     }
@@ -756,6 +833,7 @@ impl Filesystem for FuseFs {
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
+        self.count(Op::Other);
         reply.error(Errno::EROFS)
     }
 }

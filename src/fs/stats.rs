@@ -9,6 +9,10 @@
 //! ([`super::prefetch::PrefetchStats`]) when the text is asked for, so a `getxattr` costs
 //! one cache lock and no request pays for the report.
 //!
+//! The FUSE adapter counts every request it gets by kind ([`Stats::on_op`], one relaxed
+//! atomic each, the `op_*` keys), so a benchmark can tell how many round trips a walk costs
+//! and which ones; `op_forget` counts inodes forgotten (a batch forget counts each).
+//!
 //! The text is `key value` lines with fixed keys in a fixed order ([`Snapshot::render`]),
 //! for `getfattr -n user.h5mount.stats --only-values MOUNT`. The name is not listed by
 //! `listxattr` (so `getfattr -d` shows only the root group's HDF5 attributes); a root-group
@@ -32,7 +36,7 @@ use super::prefetch::PrefetchStats;
 pub const STATS_XATTR: &str = "user.h5mount.stats";
 
 /// The keys of the text, in order.
-pub const KEYS: [&str; 33] = [
+pub const KEYS: [&str; 33 + OPS.len()] = [
     "read_requests",
     "read_bytes",
     "read_max_request",
@@ -66,6 +70,64 @@ pub const KEYS: [&str; 33] = [
     "remote_p50_us",
     "remote_p99_us",
     "remote_warm_up",
+    "op_lookup",
+    "op_forget",
+    "op_getattr",
+    "op_readlink",
+    "op_open",
+    "op_release",
+    "op_flush",
+    "op_opendir",
+    "op_readdir",
+    "op_readdirplus",
+    "op_releasedir",
+    "op_getxattr",
+    "op_listxattr",
+    "op_access",
+    "op_statfs",
+    "op_other",
+];
+
+/// The kinds of FUSE request counted, in the order of their `op_*` keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Lookup,
+    Forget,
+    Getattr,
+    Readlink,
+    Open,
+    Release,
+    Flush,
+    Opendir,
+    Readdir,
+    Readdirplus,
+    Releasedir,
+    Getxattr,
+    Listxattr,
+    Access,
+    Statfs,
+    /// Everything else (mutations refused, ioctls, reads: those are `read_requests`).
+    Other,
+}
+
+/// Every [`Op`], in key order.
+pub const OPS: [Op; 16] = [
+    Op::Lookup,
+    Op::Forget,
+    Op::Getattr,
+    Op::Readlink,
+    Op::Open,
+    Op::Release,
+    Op::Flush,
+    Op::Opendir,
+    Op::Readdir,
+    Op::Readdirplus,
+    Op::Releasedir,
+    Op::Getxattr,
+    Op::Listxattr,
+    Op::Access,
+    Op::Statfs,
+    Op::Other,
 ];
 
 /// The longest the text can be (every value of 20 digits). A size query (`getxattr` with
@@ -84,9 +146,15 @@ pub struct Stats {
     readahead_kb: AtomicU64,
     refreshes: AtomicU64,
     warm_up: AtomicU64,
+    ops: [AtomicU64; OPS.len()],
 }
 
 impl Stats {
+    /// Count `n` FUSE requests of kind `op` (for [`Op::Forget`]: `n` inodes forgotten).
+    pub fn on_op(&self, op: Op, n: u64) {
+        self.ops[op as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Count a read request of `size` bytes that answered `answered` bytes.
     pub fn on_read(&self, size: u32, answered: usize) {
         self.read_requests.fetch_add(1, Ordering::Relaxed);
@@ -132,6 +200,7 @@ impl Stats {
             files,
             remote,
             warm_up: self.warm_up.load(Ordering::Relaxed),
+            ops: std::array::from_fn(|i| self.ops[i].load(Ordering::Relaxed)),
         }
     }
 }
@@ -159,6 +228,8 @@ pub struct Snapshot {
     /// The background listing of a remote file's root after the mount: 0 none (a local
     /// source, `--no-warm-up`), 1 running, 2 done.
     pub warm_up: u64,
+    /// FUSE requests by kind, indexed by [`Op`].
+    pub ops: [u64; OPS.len()],
 }
 
 impl Snapshot {
@@ -199,6 +270,7 @@ impl Snapshot {
             self.remote.p99_us,
             self.warm_up,
         ];
+        let values = values.iter().chain(&self.ops);
         let mut out = String::new();
         for (k, v) in KEYS.iter().zip(values) {
             // Writing to a String cannot fail.
@@ -221,6 +293,10 @@ mod tests {
         s.set_readahead_kb(1024);
         s.set_warm_up(2);
         s.on_refresh();
+        s.on_op(Op::Lookup, 1);
+        s.on_op(Op::Lookup, 1);
+        s.on_op(Op::Forget, 7);
+        s.on_op(Op::Other, 1);
         let cache = CacheStats {
             hits: 5,
             misses: 2,
@@ -262,6 +338,9 @@ mod tests {
         full.set_readahead_kb(u64::MAX);
         full.set_warm_up(u64::MAX);
         full.refreshes.store(u64::MAX, Ordering::Relaxed);
+        for op in OPS {
+            full.on_op(op, u64::MAX);
+        }
         let max = CacheStats {
             hits: u64::MAX,
             misses: u64::MAX,
@@ -335,6 +414,22 @@ mod tests {
                 "remote_p50_us 11",
                 "remote_p99_us 12",
                 "remote_warm_up 2",
+                "op_lookup 2",
+                "op_forget 7",
+                "op_getattr 0",
+                "op_readlink 0",
+                "op_open 0",
+                "op_release 0",
+                "op_flush 0",
+                "op_opendir 0",
+                "op_readdir 0",
+                "op_readdirplus 0",
+                "op_releasedir 0",
+                "op_getxattr 0",
+                "op_listxattr 0",
+                "op_access 0",
+                "op_statfs 0",
+                "op_other 1",
             ]
         );
     }

@@ -4,7 +4,7 @@
 //! structure behind a lock here is a cache or a table that stays valid after any panic (a
 //! panic inside a read is contained to that request, see `fs`), so the data are used as
 //! they are rather than failing every later request of the mount. Every lock of the crate
-//! is taken through [`lock`], [`read`], [`write`] and [`wait`].
+//! is taken through [`lock`], [`try_lock`], [`read`], [`write`] and [`wait`].
 //!
 //! The one single-flight loader of the caches is [`flight`].
 
@@ -17,6 +17,16 @@ use std::sync::{
 /// Lock `m`, recovering it if a panicking holder poisoned it.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Lock `m` if no one holds it (`None` if someone does), recovering it if a panicking
+/// holder poisoned it.
+pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
 }
 
 /// Read-lock `l`, recovering it if a panicking holder poisoned it.
