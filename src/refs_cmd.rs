@@ -246,6 +246,10 @@ fn one(
 ) -> Result<(), String> {
     let shown = display_url(source);
     let failed = |e: h5mount::Error| format!("{shown}: {e}");
+    if let (Some(o), Format::Parquet(_)) = (out, format) {
+        // Before the file is read: a refusal is then the one line.
+        h5mount::views::zarr::parquet::check_target(o)?;
+    }
     let opts = OpenOptions {
         cache_bytes: 64 << 20,
         ..Default::default()

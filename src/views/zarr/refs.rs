@@ -152,21 +152,35 @@ pub fn manifest(file: &Arc<File>, root: ObjectId, opts: &RefsOptions) -> Result<
     }
     // Consolidated metadata (Zarr v2's `.zmetadata`): every document in one, so that a
     // reader opens the whole tree with one read, and lists groups without listing keys.
-    let mut docs = Map::new();
-    for (k, v) in &refs {
-        let name = k.rsplit('/').next().unwrap_or(k);
-        if matches!(name, ".zgroup" | ".zattrs" | ".zarray") {
-            if let Some(parsed) = v.text().and_then(|t| serde_json::from_str(t).ok()) {
-                docs.insert(k.clone(), parsed);
-            }
-        }
-    }
+    let docs = consolidated_documents(&refs);
     refs.push((
         ".zmetadata".into(),
-        text(&json!({"zarr_consolidated_format": 1, "metadata": docs})),
+        Entry::Text(format!(
+            "{{\"zarr_consolidated_format\":1,\"metadata\":{docs}}}"
+        )),
     ));
     m.refs = refs;
     Ok(m)
+}
+
+/// The `metadata` member of consolidated metadata: every document of `refs` by its key, its
+/// text as it is (parsed and written again, a float would not always come back the same).
+pub(super) fn consolidated_documents(refs: &[(String, Entry)]) -> String {
+    let mut out = String::from("{");
+    for (k, v) in refs {
+        let name = k.rsplit('/').next().unwrap_or(k);
+        let Some(t) = v.text() else { continue };
+        if matches!(name, ".zgroup" | ".zattrs" | ".zarray") {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&Value::String(k.clone()).to_string());
+            out.push(':');
+            out.push_str(t);
+        }
+    }
+    out.push('}');
+    out
 }
 
 impl Manifest {

@@ -26,11 +26,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use file::Row;
 
-use super::refs::{Entry, Manifest};
+use super::refs::{consolidated_documents, Entry, Manifest};
 
 /// Chunk keys per Parquet file unless told (fsspec's `LazyReferenceMapper.create`).
 pub const DEFAULT_RECORD_SIZE: u64 = 10_000;
@@ -58,16 +58,17 @@ pub fn write(m: &Manifest, dir: &Path, record_size: u64) -> Result<(), String> {
             _ => None,
         })
         .collect();
-    let mut docs = Map::new();
+    // Each array's .zarray, parsed (for its grid), by its path.
+    let mut zarrays = Map::new();
     // Each array's chunks, by its path: (chunk key within it, row).
     let mut arrays: BTreeMap<&str, Vec<(&str, Row)>> = BTreeMap::new();
     for ((key, entry), raw) in m.refs.iter().zip(&raws) {
         let row = match entry {
             Entry::Text(t) => {
-                if key != ".zmetadata" {
+                if key == ".zarray" || key.ends_with("/.zarray") {
                     let v: Value = serde_json::from_str(t)
                         .map_err(|e| format!("{key}: not a JSON document: {e}"))?;
-                    docs.insert(key.clone(), v);
+                    zarrays.insert(key.clone(), v);
                 }
                 continue;
             }
@@ -87,7 +88,7 @@ pub fn write(m: &Manifest, dir: &Path, record_size: u64) -> Result<(), String> {
     }
     prepare(dir)?;
     for (field, chunks) in &arrays {
-        let grid = grid(&docs, field)?;
+        let grid = grid(&zarrays, field)?;
         let mut rows = chunks
             .iter()
             .map(|&(chunk, row)| {
@@ -102,13 +103,12 @@ pub fn write(m: &Manifest, dir: &Path, record_size: u64) -> Result<(), String> {
         rows.sort_by_key(|r| r.0);
         write_array(dir, &m.url, field, &rows, &grid, record_size)?;
     }
-    let meta = json!({
-        "metadata": docs,
-        "record_size": record_size,
-        "zarr_consolidated_format": 1,
-        "h5mount": m.left_out_json(),
-    });
-    let text = serde_json::to_vec(&meta).map_err(|e| format!("{shown}/.zmetadata: {e}"))?;
+    let text = format!(
+        "{{\"metadata\":{},\"record_size\":{record_size},\"zarr_consolidated_format\":1,\
+         \"h5mount\":{}}}",
+        consolidated_documents(&m.refs),
+        m.left_out_json()
+    );
     std::fs::write(dir.join(".zmetadata"), text).map_err(|e| format!("{shown}/.zmetadata: {e}"))
 }
 
@@ -122,10 +122,11 @@ fn raw_value(b: &[u8]) -> Cow<'_, [u8]> {
     }
 }
 
-/// The chunk grid of the array at `field`, as the reader computes it from its `.zarray`:
+/// The chunk grid of the array at `field` (its `.zarray` in `zarrays`), as the reader
+/// computes it:
 /// `ceil(shape / chunks)` per dimension, `[1]` for a scalar.
-fn grid(docs: &Map<String, Value>, field: &str) -> Result<Vec<u64>, String> {
-    let zarray = docs
+fn grid(zarrays: &Map<String, Value>, field: &str) -> Result<Vec<u64>, String> {
+    let zarray = zarrays
         .get(&format!("{field}/.zarray"))
         .ok_or_else(|| format!("{field}: chunks without a .zarray"))?;
     if zarray
@@ -214,31 +215,42 @@ fn write_array(
     Ok(())
 }
 
-/// Make `dir` an empty directory: create it, or empty a previous Parquet manifest there;
-/// anything else that exists is refused, not replaced.
-fn prepare(dir: &Path) -> Result<(), String> {
+/// Whether manifest may be written as `dir`: it does not exist, or is an empty directory
+/// or a previous Parquet manifest (which writing replaces); the line to print if not.
+/// (Checked again when writing.)
+pub fn check_target(dir: &Path) -> Result<(), String> {
+    replaceable(dir).map(|_| ())
+}
+
+/// [`check_target`]; whether `dir` exists and is not empty.
+fn replaceable(dir: &Path) -> Result<bool, String> {
     let shown = dir.display();
     match std::fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{shown}: {e}")),
-        Ok(meta) if !meta.is_dir() => {
-            return Err(format!("{shown}: exists and is not a directory"));
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("{shown}: {e}")),
+        Ok(meta) if !meta.is_dir() => Err(format!("{shown}: exists and is not a directory")),
         Ok(_) => {
             let empty = std::fs::read_dir(dir)
                 .map_err(|e| format!("{shown}: {e}"))?
                 .next()
                 .is_none();
-            if !empty {
-                if !dir.join(".zmetadata").is_file() || !only_manifest_files(dir, 0)? {
-                    return Err(format!(
-                        "{shown}: exists and is not a Parquet reference manifest (only \
-                         .zmetadata and refs.N.parq files): not replaced"
-                    ));
-                }
-                std::fs::remove_dir_all(dir).map_err(|e| format!("{shown}: {e}"))?;
+            if !empty && (!dir.join(".zmetadata").is_file() || !only_manifest_files(dir, 0)?) {
+                return Err(format!(
+                    "{shown}: exists and is not a Parquet reference manifest (only \
+                     .zmetadata and refs.N.parq files): not replaced"
+                ));
             }
+            Ok(!empty)
         }
+    }
+}
+
+/// Make `dir` an empty directory: create it, or empty a previous Parquet manifest there;
+/// anything else that exists is refused, not replaced.
+fn prepare(dir: &Path) -> Result<(), String> {
+    let shown = dir.display();
+    if replaceable(dir)? {
+        std::fs::remove_dir_all(dir).map_err(|e| format!("{shown}: {e}"))?;
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{shown}: {e}"))
 }

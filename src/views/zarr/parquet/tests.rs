@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::views::zarr::refs::{Entry, Manifest};
+use serde_json::json;
 
 fn text(v: Value) -> Entry {
     Entry::Text(v.to_string())
