@@ -3,7 +3,9 @@
 //! `refs_check.py` writes the manifest of each Zarr and corpus fixture at two inline
 //! thresholds and reads every array through fsspec's `ReferenceFileSystem` with zarr-python
 //! (Zarr format 2), comparing with h5py; an array with other values, or missing without
-//! being listed as left out, fails it. Without python3, zarr, fsspec, h5py or hdf5plugin
+//! being listed as left out, fails it. `refs_parquet_check.py` does the same for the
+//! Parquet layout (and reads its files with pyarrow too: it also needs fastparquet and
+//! pyarrow). Without python3, zarr, fsspec, h5py or hdf5plugin
 //! the test says "skip" and returns, unless `H5MOUNT_REQUIRE_PYTHON` is set (as
 //! `mount-tests/run` sets it once it installed them), when it fails. The command's own
 //! refusals (a missing file, a bad threshold, a path that is not there) need nothing.
@@ -66,6 +68,108 @@ fn manifests_read_back_through_fsspec_and_zarr_equal_h5py() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(passed > 100, "{text}");
+}
+
+/// Parquet manifests (kerchunk's layout) of the Zarr fixtures, the test corpus and two
+/// files of 2,000-chunk arrays (some nearly all unwritten), at two thresholds and record
+/// sizes that split arrays over several files: pyarrow reads every file's rows equal to the
+/// JSON manifest's entries, and fsspec (fastparquet) with zarr-python reads every array
+/// equal to h5py (`refs_parquet_check.py`).
+#[test]
+fn parquet_manifests_read_back_through_pyarrow_and_fsspec_equal_h5py() {
+    if !python_ready() || !python_has("fastparquet, pyarrow, pandas") {
+        return;
+    }
+    let out = Command::new("python3")
+        .arg(root().join("mount-tests/refs_parquet_check.py"))
+        .arg(BIN)
+        .current_dir(root())
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "refs_parquet_check.py failed:\n{text}"
+    );
+    let passed: u64 = text
+        .lines()
+        .last()
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(passed > 1000, "{text}");
+}
+
+#[test]
+fn parquet_is_chosen_by_name_or_flag_and_its_refusals_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = fixture("zarr_latest.h5");
+    let f = file.to_str().unwrap();
+    // By the output's name, or by --format whatever the name.
+    for (out, extra) in [
+        ("a.parq", None),
+        ("b.parquet", None),
+        ("c", Some("parquet")),
+    ] {
+        let path = dir.path().join(out);
+        let mut args = vec![f, "-o", path.to_str().unwrap(), "--record-size", "2"];
+        if let Some(fmt) = extra {
+            args.extend(["--format", fmt]);
+        }
+        let o = run_refs(&args);
+        assert!(
+            o.status.success(),
+            "{out}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path.join(".zmetadata")).unwrap()).unwrap();
+        assert_eq!(meta["record_size"], 2, "{out}");
+        assert!(path.join("zstd_f8/refs.0.parq").is_file(), "{out}");
+    }
+    // Written again over itself: replaced.
+    let again = dir.path().join("a.parq");
+    let o = run_refs(&[f, "-o", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json = dir.path().join("d.json");
+    let o = run_refs(&[f, "-o", json.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(serde_json::from_slice::<serde_json::Value>(&std::fs::read(&json).unwrap()).is_ok());
+    let mine = dir.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(mine.join("keep.txt"), "x").unwrap();
+    let refused: [(&[&str], i32); 7] = [
+        (&["--format", "parquet"], 2),
+        (&["-o", "x.parq", "--record-size", "0"], 2),
+        (&["-o", "x.parq", "--record-size", "10000001"], 2),
+        (&["-o", "x.json", "--record-size", "5"], 2),
+        (&["-o", "x", "--format", "csv"], 2),
+        (&["-o", mine.to_str().unwrap(), "--format", "parquet"], 1),
+        (&["/", "-o", "x.parq"], 0),
+    ];
+    for (args, code) in refused {
+        let mut all = vec![f];
+        all.extend(args);
+        let o = Command::new(BIN)
+            .arg("refs")
+            .args(&all)
+            .current_dir(dir.path())
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+        if code != 0 {
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+    assert!(mine.join("keep.txt").exists());
+    // A dataset alone has no group to hold its chunks' directory.
+    let ds = dir.path().join("ds.parq");
+    let o = run_refs(&[f, "/zstd_f8", "-o", ds.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("root"));
 }
 
 /// `c` with no credentials of the caller's and no lookup leaving 127.0.0.0/8: HOME at
@@ -252,6 +356,18 @@ fn a_directory_gives_one_manifest_per_file_and_counts_the_failures() {
     let mut written: Vec<String> = walkdir(out.path());
     written.sort();
     assert_eq!(written, ["a/b/z.h5.json", "n.h5.json"]);
+    // As Parquet: one .parq directory per file.
+    let pq = tempfile::tempdir().unwrap();
+    let o = run_refs(&[
+        src.path().to_str().unwrap(),
+        "-o",
+        pq.path().to_str().unwrap(),
+        "--format",
+        "parquet",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(pq.path().join("n.h5.parq/.zmetadata").is_file());
+    assert!(pq.path().join("a/b/z.h5.parq/.zmetadata").is_file());
     // Each is the manifest of its file alone.
     let alone = run_refs(&[fixture("netcdf.h5").to_str().unwrap()]);
     let a: serde_json::Value = serde_json::from_slice(&alone.stdout).unwrap();

@@ -51,7 +51,9 @@ def check(binary, src, tmp, threshold, counts, failures):
 def check_manifest(out, protocol, src, threshold, counts, failures):
     """Read every array of manifest `out` (its references read through fsspec's
     `protocol`) and compare with the HDF5 file `src`."""
-    manifest = json.loads(Path(out).read_text())
+    # JSON, or the Parquet layout (a directory), whose .zmetadata has the same h5mount member.
+    out = Path(out)
+    manifest = json.loads((out / ".zmetadata" if out.is_dir() else out).read_text())
     left = {("/" + p.lstrip("/")): why for p, why in manifest["h5mount"]["left_out"].items()}
     # An asynchronous target (HTTP) must be asked for as one; the local one is wrapped.
     remote = {"asynchronous": True} if protocol != "file" else {}

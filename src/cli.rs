@@ -39,6 +39,10 @@ pub enum Command {
         out: Option<PathBuf>,
         url: Option<String>,
         inline_threshold: u64,
+        /// Explicit `--format`; `None`: inferred from OUT.
+        format: Option<RefsFormat>,
+        /// Explicit `--record-size`.
+        record_size: Option<u64>,
         remote: RemoteConfig,
     },
     /// Write the man page and shell completions into a directory (packaging), and/or the
@@ -325,9 +329,9 @@ enum Sub {
         #[command(flatten)]
         remote: RemoteArgs,
     },
-    /// Write a reference manifest (kerchunk's JSON, version 1: Zarr v2 keys, each chunk a
-    /// reference [URL, offset, length] or its bytes inline), with which zarr-python, xarray
-    /// and dask read the file through fsspec, without a mount.
+    /// Write a reference manifest (kerchunk's JSON, version 1, or its Parquet layout: Zarr
+    /// v2 keys, each chunk a reference [URL, offset, length] or its bytes inline), with which
+    /// zarr-python, xarray and dask read the file through fsspec, without a mount.
     Refs {
         /// HDF5 file, or a remote object (s3://BUCKET/KEY, https://HOST/PATH,
         /// http://HOST/PATH).
@@ -346,6 +350,15 @@ enum Sub {
         #[arg(long, value_name = "BYTES", default_value_t = h5mount::views::zarr::refs::DEFAULT_INLINE_THRESHOLD,
               value_parser = inline_threshold)]
         inline_threshold: u64,
+        /// json: one JSON document. parquet: kerchunk's Parquet layout, a directory OUT
+        /// (.zmetadata, and per array refs.N.parq files of N chunk keys each) that fsspec
+        /// reads lazily, for files of millions of chunks [default: parquet when OUT ends in
+        /// .parq or .parquet, else json; a directory SOURCE: json].
+        #[arg(long, value_name = "FORMAT", value_parser = refs_format)]
+        format: Option<RefsFormat>,
+        /// Chunk keys per Parquet file (parquet only) [default: 10000].
+        #[arg(long, value_name = "N", value_parser = record_size)]
+        record_size: Option<u64>,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -357,6 +370,32 @@ enum Sub {
         #[arg(long, value_name = "FILE")]
         configuration: Option<PathBuf>,
     },
+}
+
+/// The format of a reference manifest (`refs --format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefsFormat {
+    Json,
+    Parquet,
+}
+
+/// `--format`: json or parquet.
+fn refs_format(v: &str) -> Result<RefsFormat, String> {
+    match v.trim() {
+        "json" => Ok(RefsFormat::Json),
+        "parquet" => Ok(RefsFormat::Parquet),
+        _ => Err("expected json or parquet".into()),
+    }
+}
+
+/// `--record-size`: chunk keys per Parquet file, 1 to 10,000,000 (each file is read whole).
+fn record_size(v: &str) -> Result<u64, String> {
+    use h5mount::views::zarr::parquet::MAX_RECORD_SIZE;
+    match v.trim().parse::<u64>() {
+        Ok(n) if (1..=MAX_RECORD_SIZE).contains(&n) => Ok(n),
+        Ok(_) => Err(format!("expected 1 to {MAX_RECORD_SIZE}")),
+        Err(_) => Err("expected a number of chunk keys".into()),
+    }
 }
 
 /// `--inline-threshold`: a byte count, at most 64 MiB (a manifest is held in memory).
@@ -510,6 +549,8 @@ fn into_command(cli: Cli) -> Result<Command, String> {
             out,
             url,
             inline_threshold,
+            format,
+            record_size,
             remote: args,
         }) => {
             let remote = remote_for(&file, args)?;
@@ -519,6 +560,8 @@ fn into_command(cli: Cli) -> Result<Command, String> {
                 out,
                 url,
                 inline_threshold,
+                format,
+                record_size,
                 remote,
             });
         }

@@ -69,6 +69,8 @@ fn main() {
             out,
             url,
             inline_threshold,
+            format,
+            record_size,
             remote,
         } => {
             init_logging(0, None);
@@ -78,6 +80,8 @@ fn main() {
                 out: out.as_deref(),
                 url: url.as_deref(),
                 inline_threshold,
+                format,
+                record_size,
                 remote: &remote,
             })
         }

@@ -1,10 +1,12 @@
 //! `h5mount refs`: write reference manifests (the library's `views::zarr::refs`) of one
-//! file, or of every HDF5 file of a directory or bucket prefix.
+//! file, or of every HDF5 file of a directory or bucket prefix, as kerchunk's JSON or its
+//! Parquet layout (`views::zarr::parquet`: a directory).
 //!
-//! One file: its manifest goes to `-o OUT` or standard output. A directory or prefix: one
+//! One file: its manifest goes to `-o OUT` or standard output (JSON only); `--format`
+//! unset, OUT ending in `.parq` or `.parquet` means Parquet, as fsspec reads such a name. A directory or prefix: one
 //! manifest per HDF5 file (local files by their signature, objects by their name's
 //! extension), written under the directory `-o OUT` (default: `SOURCE-NAME.refs` here) at
-//! the file's relative path plus `.json`; files are done in parallel, and a file that fails
+//! the file's relative path plus `.json` (JSON, the default) or `.parq` (Parquet); files are done in parallel, and a file that fails
 //! does not stop the others: each failure is one line on standard error, and the exit
 //! status is the number of files that failed (at most 100; 0 when none did). On a terminal,
 //! a progress line counts the files done.
@@ -15,8 +17,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use h5mount::model::{File, OpenOptions};
+use h5mount::views::zarr::parquet::DEFAULT_RECORD_SIZE;
 use h5mount::views::zarr::refs::{manifest, RefsOptions};
 
+use crate::cli::RefsFormat;
 use crate::config::{self, RemoteConfig};
 use crate::daemon::display_url;
 
@@ -27,7 +31,37 @@ pub struct Args<'a> {
     pub out: Option<&'a Path>,
     pub url: Option<&'a str>,
     pub inline_threshold: u64,
+    /// `None`: inferred from the output's name.
+    pub format: Option<RefsFormat>,
+    pub record_size: Option<u64>,
     pub remote: &'a RemoteConfig,
+}
+
+/// How each manifest is written: JSON, or Parquet with this many chunk keys per file.
+#[derive(Clone, Copy)]
+enum Format {
+    Json,
+    Parquet(u64),
+}
+
+impl Format {
+    /// The format `a` asks for, for output `out` (inferred from its name when not given);
+    /// the line to print when the options disagree.
+    fn of(a: &Args, out: Option<&Path>) -> Result<Format, String> {
+        let by_name = out
+            .and_then(Path::extension)
+            .is_some_and(|e| e == "parq" || e == "parquet");
+        let format = a.format.unwrap_or(if by_name {
+            RefsFormat::Parquet
+        } else {
+            RefsFormat::Json
+        });
+        match (format, a.record_size) {
+            (RefsFormat::Json, Some(_)) => Err("--record-size is for --format parquet".into()),
+            (RefsFormat::Json, None) => Ok(Format::Json),
+            (RefsFormat::Parquet, n) => Ok(Format::Parquet(n.unwrap_or(DEFAULT_RECORD_SIZE))),
+        }
+    }
 }
 
 /// Files of a directory or prefix written at most at once.
@@ -36,13 +70,26 @@ const PARALLEL: usize = 8;
 /// Run the command; the process's exit status.
 pub fn run(a: &Args) -> i32 {
     match sources(a) {
-        Ok(None) => match one(a, &a.source.display().to_string(), a.out, a.url) {
-            Ok(()) => 0,
-            Err(msg) => {
-                eprintln!("h5mount: {msg}");
-                1
+        Ok(None) => {
+            let format = match Format::of(a, a.out) {
+                Ok(Format::Parquet(_)) if a.out.is_none() => {
+                    eprintln!("h5mount: --format parquet writes a directory: name it with -o OUT");
+                    return 2;
+                }
+                Ok(f) => f,
+                Err(msg) => {
+                    eprintln!("h5mount: {msg}");
+                    return 2;
+                }
+            };
+            match one(a, &a.source.display().to_string(), a.out, a.url, format) {
+                Ok(()) => 0,
+                Err(msg) => {
+                    eprintln!("h5mount: {msg}");
+                    1
+                }
             }
-        },
+        }
         Ok(Some(files)) => many(a, files),
         Err(msg) => {
             eprintln!("h5mount: {msg}");
@@ -111,6 +158,18 @@ fn prefix_objects(url: &str, remote: &RemoteConfig) -> Result<Vec<(String, Strin
 
 /// Write the manifest of every file of `files` under the output directory.
 fn many(a: &Args, files: Vec<(String, String)>) -> i32 {
+    // OUT is the directory of the manifests: its name says nothing of their format.
+    let format = match Format::of(a, None) {
+        Ok(f) => f,
+        Err(msg) => {
+            eprintln!("h5mount: {msg}");
+            return 2;
+        }
+    };
+    let suffix = match format {
+        Format::Json => "json",
+        Format::Parquet(_) => "parq",
+    };
     let out_dir = match a.out {
         Some(o) => o.to_path_buf(),
         None => {
@@ -143,12 +202,12 @@ fn many(a: &Args, files: Vec<(String, String)>) -> i32 {
                 let Some((src, rel)) = files.get(i) else {
                     break;
                 };
-                let target = out_dir.join(format!("{rel}.json"));
+                let target = out_dir.join(format!("{rel}.{suffix}"));
                 let r = target
                     .parent()
                     .map_or(Ok(()), std::fs::create_dir_all)
                     .map_err(|e| format!("{}: {e}", target.display()))
-                    .and_then(|()| one(a, src, Some(&target), None));
+                    .and_then(|()| one(a, src, Some(&target), None, format));
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 let _held = stderr.lock();
                 if let Err(msg) = r {
@@ -175,12 +234,22 @@ fn many(a: &Args, files: Vec<(String, String)>) -> i32 {
     failed.min(100) as i32
 }
 
-/// Write the manifest of the one file `source` to `out` (standard output when `None`);
-/// what was left out is listed on standard error. The message of a failure is the line to
-/// print.
-fn one(a: &Args, source: &str, out: Option<&Path>, url: Option<&str>) -> Result<(), String> {
+/// Write the manifest of the one file `source` in `format` to `out` (standard output when
+/// `None`; Parquet needs `out`); what was left out is listed on standard error. The message
+/// of a failure is the line to print.
+fn one(
+    a: &Args,
+    source: &str,
+    out: Option<&Path>,
+    url: Option<&str>,
+    format: Format,
+) -> Result<(), String> {
     let shown = display_url(source);
     let failed = |e: h5mount::Error| format!("{shown}: {e}");
+    if let (Some(o), Format::Parquet(_)) = (out, format) {
+        // Before the file is read: a refusal is then the one line.
+        h5mount::views::zarr::parquet::check_target(o)?;
+    }
     let opts = OpenOptions {
         cache_bytes: 64 << 20,
         ..Default::default()
@@ -211,11 +280,13 @@ fn one(a: &Args, source: &str, out: Option<&Path>, url: Option<&str>) -> Result<
     for (path, why) in &m.left_out {
         eprintln!("h5mount: {shown}: {path}: left out: {why}");
     }
-    match out {
-        Some(o) => std::fs::File::create(o)
+    match (out, format) {
+        (Some(o), Format::Parquet(record_size)) => m.write_parquet(o, record_size)?,
+        (None, Format::Parquet(_)) => return Err("Parquet needs an output directory".into()),
+        (Some(o), Format::Json) => std::fs::File::create(o)
             .and_then(|mut f| m.write_json(&mut f))
             .map_err(|e| format!("{}: {e}", o.display()))?,
-        None => {
+        (None, Format::Json) => {
             let mut stdout = std::io::stdout().lock();
             m.write_json(&mut stdout)
                 .map_err(|e| format!("standard output: {e}"))?;

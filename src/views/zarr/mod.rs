@@ -29,6 +29,7 @@ pub mod attrs;
 pub mod codecs;
 pub mod dims;
 pub mod dtype;
+pub mod parquet;
 pub mod refs;
 pub mod strings;
 #[cfg(test)]

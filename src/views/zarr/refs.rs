@@ -46,8 +46,11 @@ pub struct RefsOptions {
 /// The value of one key of a manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
-    /// Text: a document, or bytes written inline (as they are, or `base64:`).
+    /// Text: a metadata document.
     Text(String),
+    /// A chunk's bytes, written inline (in JSON as they are when they are text, else
+    /// `base64:`).
+    Bytes(Vec<u8>),
     /// `length` bytes of the file from `offset`: `[url, offset, length]`.
     Ref { offset: u64, len: u64 },
 }
@@ -57,7 +60,7 @@ impl Entry {
     fn text(&self) -> Option<&str> {
         match self {
             Entry::Text(t) => Some(t),
-            Entry::Ref { .. } => None,
+            Entry::Bytes(_) | Entry::Ref { .. } => None,
         }
     }
 }
@@ -149,32 +152,56 @@ pub fn manifest(file: &Arc<File>, root: ObjectId, opts: &RefsOptions) -> Result<
     }
     // Consolidated metadata (Zarr v2's `.zmetadata`): every document in one, so that a
     // reader opens the whole tree with one read, and lists groups without listing keys.
-    let mut docs = Map::new();
-    for (k, v) in &refs {
-        let name = k.rsplit('/').next().unwrap_or(k);
-        if matches!(name, ".zgroup" | ".zattrs" | ".zarray") {
-            if let Some(parsed) = v.text().and_then(|t| serde_json::from_str(t).ok()) {
-                docs.insert(k.clone(), parsed);
-            }
-        }
-    }
+    let docs = consolidated_documents(&refs);
     refs.push((
         ".zmetadata".into(),
-        text(&json!({"zarr_consolidated_format": 1, "metadata": docs})),
+        Entry::Text(format!(
+            "{{\"zarr_consolidated_format\":1,\"metadata\":{docs}}}"
+        )),
     ));
     m.refs = refs;
     Ok(m)
 }
 
+/// The `metadata` member of consolidated metadata: every document of `refs` by its key, its
+/// text as it is (parsed and written again, a float would not always come back the same).
+pub(super) fn consolidated_documents(refs: &[(String, Entry)]) -> String {
+    let mut out = String::from("{");
+    for (k, v) in refs {
+        let name = k.rsplit('/').next().unwrap_or(k);
+        let Some(t) = v.text() else { continue };
+        if matches!(name, ".zgroup" | ".zattrs" | ".zarray") {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&Value::String(k.clone()).to_string());
+            out.push(':');
+            out.push_str(t);
+        }
+    }
+    out.push('}');
+    out
+}
+
 impl Manifest {
     /// What was left out, as the manifest's own `h5mount.left_out` member says it.
-    fn left_out_json(&self) -> Value {
+    pub(super) fn left_out_json(&self) -> Value {
         let left: Map<String, Value> = self
             .left_out
             .iter()
             .map(|(p, why)| (p.clone(), Value::String(why.clone())))
             .collect();
         json!({"left_out": left})
+    }
+
+    /// Write kerchunk's Parquet layout as the directory `dir`, `record_size` chunk keys per
+    /// file ([`super::parquet`]); the message of a failure names what failed.
+    pub fn write_parquet(
+        &self,
+        dir: &std::path::Path,
+        record_size: u64,
+    ) -> std::result::Result<(), String> {
+        super::parquet::write(self, dir, record_size)
     }
 
     /// Write kerchunk's version-1 JSON to `w`, entry by entry (a manifest of millions of
@@ -190,6 +217,7 @@ impl Manifest {
             w.write_all(b":")?;
             match v {
                 Entry::Text(t) => serde_json::to_writer(&mut w, t)?,
+                Entry::Bytes(b) => serde_json::to_writer(&mut w, &inline(b))?,
                 Entry::Ref { offset, len } => {
                     w.write_all(b"[")?;
                     serde_json::to_writer(&mut w, &self.url)?;
@@ -211,6 +239,7 @@ impl Manifest {
             .map(|(k, v)| {
                 let v = match v {
                     Entry::Text(t) => Value::String(t.clone()),
+                    Entry::Bytes(b) => Value::String(inline(b)),
                     Entry::Ref { offset, len } => json!([self.url, offset, len]),
                 };
                 (k.clone(), v)
@@ -260,7 +289,7 @@ fn array_refs(
                         .chunk(ReadCtx::default(), &coords)
                         .map_err(|e| e.to_string())?
                         .unwrap_or_default();
-                    out.push((k, inline(&bytes)));
+                    out.push((k, Entry::Bytes(bytes)));
                     inlined += 1;
                 }
                 ChunkRef::Bytes(b) => {
@@ -274,7 +303,7 @@ fn array_refs(
                             opts.inline_threshold
                         ));
                     }
-                    out.push((k, inline(&b)));
+                    out.push((k, Entry::Bytes(b)));
                     inlined += 1;
                 }
             }
@@ -305,16 +334,16 @@ fn text(v: &Value) -> Entry {
     Entry::Text(String::from_utf8_lossy(&document_bytes(v)).into_owned())
 }
 
-/// Bytes written inline: as text when they are printable ASCII that cannot be mistaken
-/// for an encoding prefix, else `base64:`.
-fn inline(b: &[u8]) -> Entry {
+/// Bytes written inline in JSON: as text when they are printable ASCII that cannot be
+/// mistaken for an encoding prefix, else `base64:`.
+fn inline(b: &[u8]) -> String {
     let printable = b
         .iter()
         .all(|&c| c == b'\n' || c == b'\t' || (0x20..0x7f).contains(&c));
     if printable && !b.starts_with(b"base64:") {
-        Entry::Text(String::from_utf8_lossy(b).into_owned())
+        String::from_utf8_lossy(b).into_owned()
     } else {
-        Entry::Text(format!("base64:{}", super::dtype::base64(b)))
+        format!("base64:{}", super::dtype::base64(b))
     }
 }
 
