@@ -3,21 +3,20 @@
 //! (coordinate × chunk dimension) and descends from the root: in an internal node it follows
 //! the last child whose left key is ≤ the target (keys compare lexicographically, slowest
 //! dimension first); in a leaf the chunk is the child whose key equals the target exactly.
-//! Only the nodes on one path are read; decoded nodes are kept in a bounded LRU by address.
+//! Only the nodes on one path are read; decoded nodes are kept by address, the leaves apart
+//! from the nodes above them, each read once ([`super::node_cache`]).
 //! On a remote source, [`ChunkIndex::prepare`] names the nodes a range of lookups will read
 //! level by level, so that they arrive together.
 
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use lru::LruCache;
-
+use super::node_cache::NodeCache;
 use super::{ChunkIndex, ChunkRecord, IndexParams};
 use crate::error::{Error, Result};
 use crate::format::btree_v1::{BtreeV1Node, ChunkKey, NodeKeys, NODE_TYPE_CHUNK};
 use crate::format::limits::MAX_TREE_DEPTH;
 use crate::io::UNDEFINED_ADDR;
-use crate::sync::lock;
 
 const WHAT: &str = "v1 B-tree chunk index";
 
@@ -31,7 +30,7 @@ fn key_of(k: &ChunkKey, rank: usize) -> &[u64] {
 pub struct BtreeV1Index {
     params: IndexParams,
     root: u64,
-    nodes: Mutex<LruCache<u64, Arc<BtreeV1Node>>>,
+    nodes: NodeCache<BtreeV1Node>,
 }
 
 impl BtreeV1Index {
@@ -40,32 +39,35 @@ impl BtreeV1Index {
         Self::with_cache(params, root, super::NODE_CACHE_ENTRIES)
     }
 
-    /// Open with an explicit node-cache capacity.
+    /// Open with an explicit node-cache capacity: `nodes` leaves, and as many nodes above
+    /// them.
     pub fn with_cache(params: IndexParams, root: u64, nodes: NonZeroUsize) -> Result<Self> {
         params.validate(WHAT, root)?;
         Ok(BtreeV1Index {
             params,
             root,
-            nodes: Mutex::new(LruCache::sparse(nodes)),
+            nodes: NodeCache::new(nodes, nodes),
         })
     }
 
     fn node(&self, addr: u64) -> Result<Arc<BtreeV1Node>> {
-        if let Some(n) = lock(&self.nodes).get(&addr) {
-            return Ok(n.clone());
-        }
-        let rank = self.params.chunk_dims.len();
-        let n = BtreeV1Node::read(&self.params.storage, addr, self.params.sizes, rank + 1)?;
-        if n.node_type != NODE_TYPE_CHUNK {
-            return Err(Error::corrupt(
-                WHAT,
-                addr,
-                format!("node type {} in a chunk tree", n.node_type),
-            ));
-        }
-        let n = Arc::new(n);
-        lock(&self.nodes).put(addr, n.clone());
-        Ok(n)
+        self.nodes.get(
+            addr,
+            |n| n.level == 0,
+            |n| n.level == 0,
+            || {
+                let rank = self.params.chunk_dims.len();
+                let n = BtreeV1Node::read(&self.params.storage, addr, self.params.sizes, rank + 1)?;
+                if n.node_type != NODE_TYPE_CHUNK {
+                    return Err(Error::corrupt(
+                        WHAT,
+                        addr,
+                        format!("node type {} in a chunk tree", n.node_type),
+                    ));
+                }
+                Ok(n)
+            },
+        )
     }
 }
 
@@ -129,14 +131,11 @@ impl ChunkIndex for BtreeV1Index {
                 }
             }
             let n = self.node_len();
-            let missing: Vec<(u64, u64)> = {
-                let cached = lock(&self.nodes);
-                below
-                    .iter()
-                    .filter(|a| !cached.contains(a))
-                    .map(|&a| (a, n))
-                    .collect()
-            };
+            let missing: Vec<(u64, u64)> = below
+                .iter()
+                .filter(|&&a| !self.nodes.contains(a))
+                .map(|&a| (a, n))
+                .collect();
             if !missing.is_empty() {
                 storage.prefetch(&missing);
             }

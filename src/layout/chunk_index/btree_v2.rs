@@ -9,16 +9,14 @@
 //! level, so that they arrive together.
 
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use lru::LruCache;
-
+use super::node_cache::NodeCache;
 use super::{ChunkIndex, ChunkRecord, IndexParams};
 use crate::error::{Error, Result};
 use crate::format::btree_v2::records::ChunkBtRecord;
 use crate::format::btree_v2::{read_node, BtreeV2Header, Node};
 use crate::io::UNDEFINED_ADDR;
-use crate::sync::lock;
 
 /// Decoded nodes kept per index. Each holds at most one node's worth of records, so this
 /// bounds the cache at 128 × node size (a few hundred KiB with the default 2 KiB nodes), and
@@ -33,7 +31,7 @@ pub struct BtreeV2Index {
     rank: usize,
     /// Full uncompressed chunk size: the stored size of every unfiltered chunk.
     chunk_bytes: u64,
-    nodes: Mutex<LruCache<u64, Arc<Node>>>,
+    nodes: NodeCache<Node>,
 }
 
 const WHAT: &str = "v2 B-tree chunk index";
@@ -75,34 +73,22 @@ impl BtreeV2Index {
             header,
             rank,
             chunk_bytes,
-            nodes: Mutex::new(LruCache::sparse(
+            nodes: NodeCache::new(
                 NonZeroUsize::new(NODE_CACHE).unwrap_or(NonZeroUsize::MIN),
-            )),
+                NonZeroUsize::new(NODE_CACHE).unwrap_or(NonZeroUsize::MIN),
+            ),
         })
     }
 
     /// The node at `addr` (depth and record count from its parent), from the cache or the file.
     fn node(&self, addr: u64, depth: u16, records: u64) -> Result<Arc<Node>> {
-        let cached = self.lock().get(&addr).cloned();
-        if let Some(n) = cached.filter(|n| n.depth == depth && n.len() as u64 == records) {
-            return Ok(n);
-        }
         let p = &self.params;
-        let node = Arc::new(read_node(
-            &p.storage,
-            &self.header,
-            p.sizes,
+        self.nodes.get(
             addr,
-            depth,
-            records,
-        )?);
-        self.lock().put(addr, node.clone());
-        Ok(node)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<u64, Arc<Node>>> {
-        // A panic elsewhere while holding the lock leaves a consistent cache: keep using it.
-        lock(&self.nodes)
+            |n| n.depth == depth && n.len() as u64 == records,
+            |n| n.depth == 0,
+            || read_node(&p.storage, &self.header, p.sizes, addr, depth, records),
+        )
     }
 }
 
@@ -118,7 +104,7 @@ impl ChunkIndex for BtreeV2Index {
         }
         if h.depth == 0 {
             // One node: the root, which every lookup reads.
-            if !self.lock().contains(&h.root_addr) {
+            if !self.nodes.contains(h.root_addr) {
                 storage.prefetch(&[(h.root_addr, h.node_size as u64)]);
             }
             return Ok(());
@@ -158,14 +144,11 @@ impl ChunkIndex for BtreeV2Index {
                 }
             }
             let n = h.node_size as u64;
-            let missing: Vec<(u64, u64)> = {
-                let cached = self.lock();
-                below
-                    .iter()
-                    .filter(|(a, _, _)| !cached.contains(a))
-                    .map(|&(a, _, _)| (a, n))
-                    .collect()
-            };
+            let missing: Vec<(u64, u64)> = below
+                .iter()
+                .filter(|(a, _, _)| !self.nodes.contains(*a))
+                .map(|&(a, _, _)| (a, n))
+                .collect();
             if !missing.is_empty() {
                 storage.prefetch(&missing);
             }

@@ -19,6 +19,7 @@ pub mod btree_v2;
 pub mod extensible_array;
 pub mod fixed_array;
 pub mod implicit;
+mod node_cache;
 pub mod single;
 
 use std::num::NonZeroUsize;
@@ -705,6 +706,63 @@ mod tests {
         beyond[0] = u64::MAX;
         assert!(index.lookup(&beyond).is_ok_and(|r| r.is_none()));
         expected.len()
+    }
+
+    /// Each node of a v1 B-tree is read once in a pass over every chunk, even with caches
+    /// of one entry (the leaves no longer push out the root), and by eight threads looking
+    /// up the same chunks at once (one reads a node, the others wait for it).
+    #[test]
+    fn btree_v1_nodes_are_read_once() {
+        let h5 = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/layout/chunk_index/testdata/bt1_3d_lzf.h5");
+        let d: Value =
+            serde_json::from_str(&std::fs::read_to_string(h5.with_extension("json")).unwrap())
+                .unwrap();
+        let Some(ChunkIndexSpec::BtreeV1 { addr }) = spec(&d["index"]) else {
+            panic!("not a v1 B-tree");
+        };
+        let all = |index: &btree_v1::BtreeV1Index, grid: &[u64]| {
+            let total: u64 = grid.iter().product();
+            let mut found = 0;
+            for i in 0..total {
+                let (mut rest, mut coords) = (i, vec![0; grid.len()]);
+                for (c, g) in coords.iter_mut().zip(grid).rev() {
+                    (*c, rest) = (rest % g, rest / g);
+                }
+                found += usize::from(index.lookup(&coords).unwrap().is_some());
+            }
+            found
+        };
+        let reads_once = |rec: &Recording, what: &str| {
+            let mut reads: Vec<(u64, u64)> = take(rec)
+                .into_iter()
+                .filter(|e| !e.0)
+                .map(|e| (e.1, e.2))
+                .collect();
+            let n = reads.len();
+            reads.sort_unstable();
+            reads.dedup();
+            assert_eq!(n, reads.len(), "{what}: a node read more than once");
+            n
+        };
+        let (storage, rec) = recording(&h5);
+        let p = params(storage.clone(), &d);
+        let grid = chunk_grid(&p.dims, &p.chunk_dims).unwrap();
+        let tiny = btree_v1::BtreeV1Index::with_cache(p, addr, NonZeroUsize::MIN).unwrap();
+        assert_eq!(all(&tiny, &grid), d["chunks"].as_array().unwrap().len());
+        let nodes = reads_once(&rec, "one entry per cache");
+        assert!(nodes >= 3, "a root and two leaves at least: {nodes} reads");
+        let shared = btree_v1::BtreeV1Index::open(params(storage, &d), addr).unwrap();
+        let start = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    start.wait();
+                    all(&shared, &grid)
+                });
+            }
+        });
+        assert_eq!(reads_once(&rec, "eight threads"), nodes);
     }
 
     fn check_dir(dir: &Path) -> usize {
