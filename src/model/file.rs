@@ -494,6 +494,20 @@ impl File {
         self.storage.prefetch(&heads);
     }
 
+    /// Where the links of `group` will be read from beyond its header (an old-style group's
+    /// symbol table nodes and local heap; see `group::link_pieces`), for a hint that names
+    /// those of many groups together; empty when `group` is no such group or its links are
+    /// cached.
+    pub fn link_pieces(&self, group: ObjectId) -> Vec<(u64, u64)> {
+        if lock(&self.links).contains(&group.0) {
+            return Vec::new();
+        }
+        match self.header(group) {
+            Ok(h) => super::group::link_pieces(self, &h),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// Read the links of `group` and the headers of the first `limit` objects they lead to
     /// (on a remote source, hinted together first), so that listing it later costs few
     /// reads; errors are left to that listing.

@@ -6,7 +6,8 @@
 //! after another. Here the tree is gone through one level at a time instead, with every
 //! read of a level made together: the headers of all the level's objects are named to the
 //! source in one hint (merged into few GETs, several ranges each where the server takes
-//! them), then the level's groups list their links and its datasets read their layout and
+//! them), then where the level's groups keep their links (an old-style group's symbol table
+//! nodes and heap) in another, then the level's groups list their links and its datasets read their layout and
 //! prepare their chunk index (levels above the last read, the last named), on a few
 //! threads at once, so that what they miss goes out in the same round trip. The walk that
 //! follows finds everything cached: a tree of depth `d` costs about `d + 2` round trips
@@ -36,6 +37,18 @@ pub fn warm_tree(file: &File, root: ObjectId) {
     for _ in 0..MAX_LEVELS {
         if level.is_empty() {
             break;
+        }
+        // Where the level's groups keep their links (an old-style group's symbol table
+        // nodes and heap), named together.
+        let pieces: Vec<(u64, u64)> = on_threads(&level, |&id| match file.kind(id) {
+            Ok(ObjectKind::Group) => file.link_pieces(id),
+            _ => Vec::new(),
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        if !pieces.is_empty() {
+            file.storage().prefetch(&pieces);
         }
         // Each object of the level: its kind, then a group's links or a dataset's index.
         let children: Vec<Vec<Link>> = on_threads(&level, |&id| {
