@@ -8,13 +8,9 @@ For each server row of the run (--only) and for the local copy, --reps rounds, i
       - kerchunk's SingleHdf5ToZarr(url, storage_options=...).translate(), json.dump of it:
         fsspec's defaults (HTTPFileSystem, or s3fs anonymous with the endpoint), only what
         is needed to reach the server passed;
-      - VirtualiZarr's HDF5 parser (HDFParser() with its default reader, as
-        open_virtual_datatree calls it) on an obstore registry (LocalStore, HTTPStore,
-        S3Store with the endpoint, unsigned); its datatree has no kerchunk writer at this
-        version, so each group's dataset is written with .vz.to_kerchunk(format="dict") and
-        the refs merged under the group's path (the time includes it). Where the datatree
-        refuses the file (groups whose phony dimensions differ from the parent's, as in
-        remote.h5) the parsed manifest's groups are taken one by one (said in the notes);
+      - VirtualiZarr's HDF5 parser on an obstore registry (LocalStore, HTTPStore, S3Store
+        with the endpoint, unsigned), its manifest written as vz_refs.py says (the time
+        includes it; where its datatree refuses the file, the notes say so);
   * the prefix of 1,000 small files (s3 rows and the local directory; nginx lists nothing):
     every file's manifest, one file each under an output directory
       - h5mount refs on the prefix with -o DIR (its own parallel walk of the files);
@@ -27,7 +23,8 @@ timed part is bracketed by marker requests, so the server's log counts only it).
 wall seconds (median ± half-range), CPU seconds of the tool's process (median; h5mount's
 from its rusage, a peer's from time.process_time() over the timed part), requests and MB
 from the server's log where there is one (the s3 row without added latency has none: n/a),
-the chunk references each manifest holds, and the goal of issue 31 beside h5mount's
+the chunk references each manifest holds (h5mount names the 32 MiB contiguous dataset as
+8 chunks of 4 MiB, the others as one: 408 against 401), and the goal of issue 31 beside h5mount's
 numbers at 30 ms (<= 1 s and <= 10 requests for the 100-dataset file).
 """
 import json
@@ -77,7 +74,6 @@ if spec["tool"] == "kerchunk":
 else:
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import HTTPStore, LocalStore, S3Store
-    from virtualizarr.parsers import HDFParser
     if spec["kind"] == "s3":
         store = S3Store(spec["bucket"], endpoint=spec["endpoint"], skip_signature=True,
                         region="us-east-1", client_options={"allow_http": True})
@@ -89,22 +85,13 @@ else:
         registry = ObjectStoreRegistry({"file://": LocalStore()})
 
     NOTES = set()
+    sys.path.insert(0, spec["here"])
+    from vz_refs import kerchunk_refs
 
     def one(url, out):
-        store = HDFParser()(url if "://" in url else "file://" + url, registry)
-        try:
-            groups = {n.path.strip("/"): n.to_dataset(inherit=False)
-                      for n in store.to_virtual_datatree().subtree}
-        except ValueError as e:
-            # A datatree needs every group's (phony) dimensions aligned with its parent's;
-            # the parsed manifest's groups one by one instead (ManifestGroup's own walk).
-            NOTES.add("its datatree refused the file (" + str(e).splitlines()[0][:60]
-                      + "): the parsed groups written one by one")
-            groups = store._group.to_virtual_datasets()
-        refs = {}
-        for prefix, ds in groups.items():
-            for k, v in ds.vz.to_kerchunk(format="dict")["refs"].items():
-                refs[f"{prefix}/{k}" if prefix else k] = v
+        refs, note = kerchunk_refs(url if "://" in url else "file://" + url, registry)
+        if note:
+            NOTES.add(note)
         with open(out, "w") as f:
             json.dump({"version": 1, "refs": refs}, f)
         return count(refs)
@@ -175,7 +162,7 @@ def peer_refs(b, ctx, row, tool, op, out):
         url = row.fs_prefix
         os.makedirs(out, exist_ok=True)
     spec = {"tool": "kerchunk" if tool == "kerchunk" else "vz", "kind": row.fs_kind, "op": op, "url": url,
-            "out": out, "endpoint": row.endpoint, "bucket": b.BUCKET,
+            "out": out, "endpoint": row.endpoint, "bucket": b.BUCKET, "here": os.path.dirname(__file__),
             "marks": [row.log.mark_url() + n for n in names]}
     try:
         res, _ = b.run_child(PEER_CHILD, spec, ctx.env)
@@ -237,7 +224,7 @@ def fmt_row(b, label, tool, rounds, base):
     errs = [r["err"] for r in rounds if "err" in r]
     ok = [r for r in rounds if "err" not in r]
     if not ok:
-        return f"{label:<22}{tool:<15}  n/a: {errs[-1]}"
+        return f"{label:<22}{tool:<14}  n/a: {errs[-1]}"
     secs = b.cell([r["s"] for r in ok], b.secs_decimals)
     cpu = b.cell([r.get("cpu") for r in ok], lambda x: 2)
     req = b.fmt_count([r.get("req") for r in ok])
@@ -252,12 +239,12 @@ def fmt_row(b, label, tool, rounds, base):
         note += f"; {ok[-1]['note']}"
     if errs:
         note += f" ({len(errs)} round(s) failed: {errs[-1][:120]})"
-    return f"{label:<22}{tool:<15}{secs:>16}{cpu:>10}{req:>10}{mb:>10}  {note}"
+    return f"{label:<22}{tool:<14}{secs:>17}{cpu:>13}{req:>10}{mb:>10}  {note}"
 
 
 def print_table(b, row, res):
     print(f"\nrefs: {row.title}")
-    hdr = f"{'manifests of':<22}{'tool':<15}{'seconds':>16}{'CPU s':>10}{'requests':>10}{'MB moved':>10}  notes"
+    hdr = f"{'manifests of':<22}{'tool':<14}{'seconds':>17}{'CPU s':>13}{'requests':>10}{'MB moved':>10}  notes"
     print(hdr)
     print("-" * len(hdr))
     for op, label in (("file", "remote.h5 (100 ds)"), ("prefix", "prefix (1,000 files)")):
