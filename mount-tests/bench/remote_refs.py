@@ -208,7 +208,8 @@ def one_round(b, ctx, row, peers, work):
     for op in ops:
         for tool in TOOLS if peers else TOOLS[:1]:
             out = os.path.join(work, f"{row.key}-{tool.split()[0]}-{op}" + (".json" if op == "file" else ""))
-            shutil.rmtree(out, ignore_errors=True) if op == "prefix" else None
+            if op == "prefix":
+                shutil.rmtree(out, ignore_errors=True)
             if tool == "h5mount refs":
                 r = h5mount_refs(b, ctx, row, op, out)
             else:
