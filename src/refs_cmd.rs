@@ -6,7 +6,10 @@
 //! unset, OUT ending in `.parq` or `.parquet` means Parquet, as fsspec reads such a name. A directory or prefix: one
 //! manifest per HDF5 file (local files by their signature, objects by their name's
 //! extension), written under the directory `-o OUT` (default: `SOURCE-NAME.refs` here) at
-//! the file's relative path plus `.json` (JSON, the default) or `.parq` (Parquet); files are done in parallel, and a file that fails
+//! the file's relative path plus `.json` (JSON, the default) or `.parq` (Parquet); files are
+//! done in parallel (the objects of a prefix all through one origin: one client, one context
+//! and page cache, each object known from the listing with no HEAD of its own), and a file
+//! that fails
 //! does not stop the others: each failure is one line on standard error, and the exit
 //! status is the number of files that failed (at most 100; 0 when none did). On a terminal,
 //! a progress line counts the files done.
@@ -64,8 +67,13 @@ impl Format {
     }
 }
 
-/// Files of a directory or prefix written at most at once.
+/// Files of a directory written at most at once.
 const PARALLEL: usize = 8;
+
+/// Objects of a prefix written at most at once: each mostly waits for its few round
+/// trips, so as many as the origin's context lets send requests together.
+#[cfg(feature = "remote")]
+const PARALLEL_REMOTE: usize = h5mount::io::remote::MAX_REQUESTS;
 
 /// Run the command; the process's exit status.
 pub fn run(a: &Args) -> i32 {
@@ -82,7 +90,14 @@ pub fn run(a: &Args) -> i32 {
                     return 2;
                 }
             };
-            match one(a, &a.source.display().to_string(), a.out, a.url, format) {
+            match one(
+                a,
+                &a.source.display().to_string(),
+                &Place::Alone,
+                a.out,
+                a.url,
+                format,
+            ) {
                 Ok(()) => 0,
                 Err(msg) => {
                     eprintln!("h5mount: {msg}");
@@ -90,7 +105,7 @@ pub fn run(a: &Args) -> i32 {
                 }
             }
         }
-        Ok(Some(files)) => many(a, files),
+        Ok(Some((files, place))) => many(a, files, &place),
         Err(msg) => {
             eprintln!("h5mount: {msg}");
             1
@@ -98,16 +113,32 @@ pub fn run(a: &Args) -> i32 {
     }
 }
 
-/// The files of a directory or prefix source, as (source to open, relative name); `None`
-/// for a source that is one file.
-fn sources(a: &Args) -> Result<Option<Vec<(String, String)>>, String> {
+/// How the files of a source are opened.
+enum Place {
+    /// The source is one file, opened by its name (a path or URL).
+    Alone,
+    /// Files of a directory, by their paths.
+    Local,
+    /// Objects of one bucket prefix, by their keys: one origin (client, connections,
+    /// runtime, page cache) for all of them, not one each.
+    #[cfg(feature = "remote")]
+    Remote(Arc<h5mount::io::remote::RemoteOrigin>),
+}
+
+/// Files of a directory or prefix, as (what to open, relative name).
+type Files = Vec<(String, String)>;
+
+/// The files of a directory or prefix source and how to open them; `None` for a source
+/// that is one file.
+fn sources(a: &Args) -> Result<Option<(Files, Place)>, String> {
     let text = a.source.display().to_string();
     #[cfg(feature = "remote")]
     if config::is_remote(&text) {
         if !h5mount::io::remote::is_prefix(&text) {
             return Ok(None);
         }
-        return prefix_objects(&text, a.remote).map(Some);
+        return prefix_objects(&text, a.remote)
+            .map(|(files, origin)| Some((files, Place::Remote(origin))));
     }
     if !a.source.is_dir() {
         return Ok(None);
@@ -128,12 +159,16 @@ fn sources(a: &Args) -> Result<Option<Vec<(String, String)>>, String> {
         }
     }
     out.sort();
-    Ok(Some(out))
+    Ok(Some((out, Place::Local)))
 }
 
-/// The objects under an `s3://bucket/prefix/` named like HDF5 files, listed recursively.
+/// The objects under an `s3://bucket/prefix/` named like HDF5 files, listed recursively,
+/// by their keys in the origin returned.
 #[cfg(feature = "remote")]
-fn prefix_objects(url: &str, remote: &RemoteConfig) -> Result<Vec<(String, String)>, String> {
+fn prefix_objects(
+    url: &str,
+    remote: &RemoteConfig,
+) -> Result<(Files, Arc<h5mount::io::remote::RemoteOrigin>), String> {
     use h5mount::io::Opener;
     let ropts = remote.options()?;
     let (origin, path) =
@@ -148,16 +183,16 @@ fn prefix_objects(url: &str, remote: &RemoteConfig) -> Result<Vec<(String, Strin
                 stack.push(child);
             } else if h5mount::fs::hostdir::has_hdf5_extension(&e.name) {
                 let rel = child[root.len()..].trim_start_matches('/').to_string();
-                out.push((origin.url(&child), rel));
+                out.push((child, rel));
             }
         }
     }
     out.sort();
-    Ok(out)
+    Ok((out, origin))
 }
 
 /// Write the manifest of every file of `files` under the output directory.
-fn many(a: &Args, files: Vec<(String, String)>) -> i32 {
+fn many(a: &Args, files: Files, place: &Place) -> i32 {
     // OUT is the directory of the manifests: its name says nothing of their format.
     let format = match Format::of(a, None) {
         Ok(f) => f,
@@ -196,7 +231,12 @@ fn many(a: &Args, files: Vec<(String, String)>) -> i32 {
     let progress = std::io::stderr().is_terminal();
     let stderr = Mutex::new(());
     std::thread::scope(|s| {
-        for _ in 0..PARALLEL.min(total.max(1)) {
+        let parallel = match place {
+            #[cfg(feature = "remote")]
+            Place::Remote(_) => PARALLEL_REMOTE,
+            _ => PARALLEL,
+        };
+        for _ in 0..parallel.min(total.max(1)) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some((src, rel)) = files.get(i) else {
@@ -207,7 +247,7 @@ fn many(a: &Args, files: Vec<(String, String)>) -> i32 {
                     .parent()
                     .map_or(Ok(()), std::fs::create_dir_all)
                     .map_err(|e| format!("{}: {e}", target.display()))
-                    .and_then(|()| one(a, src, Some(&target), None, format));
+                    .and_then(|()| one(a, src, place, Some(&target), None, format));
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 let _held = stderr.lock();
                 if let Err(msg) = r {
@@ -234,18 +274,17 @@ fn many(a: &Args, files: Vec<(String, String)>) -> i32 {
     failed.min(100) as i32
 }
 
-/// Write the manifest of the one file `source` in `format` to `out` (standard output when
-/// `None`; Parquet needs `out`); what was left out is listed on standard error. The message
-/// of a failure is the line to print.
+/// Write the manifest of the one file `source` (opened as `place` says) in `format` to
+/// `out` (standard output when `None`; Parquet needs `out`); what was left out is listed on
+/// standard error. The message of a failure is the line to print.
 fn one(
     a: &Args,
     source: &str,
+    place: &Place,
     out: Option<&Path>,
     url: Option<&str>,
     format: Format,
 ) -> Result<(), String> {
-    let shown = display_url(source);
-    let failed = |e: h5mount::Error| format!("{shown}: {e}");
     if let (Some(o), Format::Parquet(_)) = (out, format) {
         // Before the file is read: a refusal is then the one line.
         h5mount::views::zarr::parquet::check_target(o)?;
@@ -254,16 +293,29 @@ fn one(
         cache_bytes: 64 << 20,
         ..Default::default()
     };
-    #[cfg(feature = "remote")]
-    let (f, default_url) = if config::is_remote(source) {
-        let ropts = a.remote.options()?;
-        let f = File::open_url(source, &opts, &ropts).map_err(failed)?;
-        (f, display_url(source))
-    } else {
-        local(source, &opts, &shown)?
+    let (f, default_url, shown) = match place {
+        #[cfg(feature = "remote")]
+        Place::Remote(origin) => {
+            use h5mount::io::Opener;
+            let shown = display_url(&origin.url(source));
+            let f =
+                File::open_in_origin(origin, source, &opts).map_err(|e| format!("{shown}: {e}"))?;
+            (f, shown.clone(), shown)
+        }
+        #[cfg(feature = "remote")]
+        Place::Alone if config::is_remote(source) => {
+            let shown = display_url(source);
+            let ropts = a.remote.options()?;
+            let f = File::open_url(source, &opts, &ropts).map_err(|e| format!("{shown}: {e}"))?;
+            (f, shown.clone(), shown)
+        }
+        _ => {
+            let shown = display_url(source);
+            let (f, url) = local(source, &opts, &shown)?;
+            (f, url, shown)
+        }
     };
-    #[cfg(not(feature = "remote"))]
-    let (f, default_url) = local(source, &opts, &shown)?;
+    let failed = |e: h5mount::Error| format!("{shown}: {e}");
     let root = match a.start {
         Some(p) => f.resolve(p).map_err(failed)?,
         None => f.root(),

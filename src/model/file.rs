@@ -167,14 +167,30 @@ impl File {
         options: &OpenOptions,
         remote: &crate::io::remote::RemoteOptions,
     ) -> Result<Arc<File>> {
-        use crate::io::Opener;
         let io = |source: std::io::Error| Error::Open {
             what: "HDF5 file",
             source: std::sync::Arc::new(source),
         };
         let (origin, path) = crate::io::remote::RemoteOrigin::of(url, remote).map_err(io)?;
+        File::open_in_origin(&origin, &path, options)
+    }
+
+    /// Open the object `path` of `origin`: many files of one bucket or server opened this
+    /// way share its client, connections and context (runtime, page cache), where
+    /// [`File::open_url`] makes them anew for each.
+    #[cfg(feature = "remote")]
+    pub fn open_in_origin(
+        origin: &Arc<crate::io::remote::RemoteOrigin>,
+        path: &str,
+        options: &OpenOptions,
+    ) -> Result<Arc<File>> {
+        use crate::io::Opener;
+        let io = |source: std::io::Error| Error::Open {
+            what: "HDF5 file",
+            source: std::sync::Arc::new(source),
+        };
         let resolver = Resolver::new(super::resolver::ResolverOptions {
-            root: Path::new(&path)
+            root: Path::new(path)
                 .parent()
                 .unwrap_or(Path::new("/"))
                 .to_path_buf(),
@@ -183,8 +199,8 @@ impl File {
             cache_bytes: options.cache_bytes,
             origin: Some(origin.clone()),
         });
-        let idx = resolver.register_path(Path::new(&path))?;
-        let source = origin.open(&path).map_err(io)?;
+        let idx = resolver.register_path(Path::new(path))?;
+        let source = origin.open(path).map_err(io)?;
         File::open_owned(source, Path::new(&path), resolver, idx)
     }
 
@@ -476,6 +492,20 @@ impl File {
             })
             .collect();
         self.storage.prefetch(&heads);
+    }
+
+    /// Where the links of `group` will be read from beyond its header (an old-style group's
+    /// symbol table nodes and local heap; see `group::link_pieces`), for a hint that names
+    /// those of many groups together; empty when `group` is no such group or its links are
+    /// cached.
+    pub fn link_pieces(&self, group: ObjectId) -> Vec<(u64, u64)> {
+        if lock(&self.links).contains(&group.0) {
+            return Vec::new();
+        }
+        match self.header(group) {
+            Ok(h) => super::group::link_pieces(self, &h),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Read the links of `group` and the headers of the first `limit` objects they lead to

@@ -34,6 +34,7 @@ pub mod refs;
 pub mod strings;
 #[cfg(test)]
 mod tests;
+mod warm;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

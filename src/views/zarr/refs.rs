@@ -95,6 +95,8 @@ pub fn manifest(file: &Arc<File>, root: ObjectId, opts: &RefsOptions) -> Result<
         referenced: 0,
         inlined: 0,
     };
+    // On a remote source, the tree's metadata fetched level by level first.
+    super::warm::warm_tree(file, root);
     let mut refs: Vec<(String, Entry)> = Vec::new();
     let mut seen = HashSet::new();
     // (path prefix in the store, object, dimension names its group gives it).
