@@ -552,3 +552,121 @@ fn tensorstore_reads_the_corpus_decoded() {
         );
     }
 }
+
+/// A reader going through every chunk key of an S3 object's array in grid order, or in
+/// dask's order (mostly down the grid: task names sorted as strings, last first), two
+/// threads taking the next key as dask's do, has the chunks ahead fetched in few merged
+/// GETs (readahead across chunk keys), pass-through and decoded alike, and reads the bytes
+/// of a local mount; a reader of a few keys scattered at random fetches about one GET per
+/// key and nothing more. The file (h5py, written here): 256 chunks of 64 KiB, shuffle and
+/// gzip, about 30 KB stored each. Skips without SeaweedFS or h5py.
+#[test]
+fn a_pass_through_the_chunk_keys_of_an_s3_array_is_fetched_ahead_in_few_gets() {
+    let Some(sw) = servers::Seaweed::start() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("grid.h5");
+    let write = "import sys, numpy as np, h5py\n\
+                 rng = np.random.default_rng(7)\n\
+                 v = np.round(rng.standard_normal((2048, 2048)).cumsum(axis=1), 1)\n\
+                 with h5py.File(sys.argv[1], 'w') as f:\n\
+                 \x20   f.create_dataset('v', data=v.astype('<f4'), chunks=(128, 128),\n\
+                 \x20                    shuffle=True, compression='gzip')\n";
+    let out = Command::new("python3")
+        .args(["-c", write])
+        .arg(&file)
+        .output();
+    if !out.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("skip: python3 with h5py and numpy cannot write the file: {out:?}");
+        return;
+    }
+    sw.create_bucket("ahead");
+    sw.put_object("ahead", "grid.h5", &std::fs::read(&file).unwrap());
+    let grid = 16u64;
+    let keys: Vec<String> = (0..grid * grid)
+        .map(|k| format!("v/c/{}/{}", k / grid, k % grid))
+        .collect();
+    for extra in [&[][..], &["--zarr-decoded"][..]] {
+        let mut args = vec!["--zarr", "--no-warm-up"];
+        args.extend_from_slice(extra);
+        let local = Mount::background(&file, &args);
+        let want: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| std::fs::read(local.path().join(k)).unwrap())
+            .collect();
+        let mount = || {
+            let endpoint = sw.endpoint();
+            let args = args.clone();
+            Mount::by_command(move |mp| {
+                let mut c = harness::anonymous_s3("s3://ahead/grid.h5", mp, &endpoint);
+                c.args(&args);
+                c
+            })
+        };
+        // Every key in C order, then in dask's, by two threads taking the next key.
+        let mut dask: Vec<usize> = (0..keys.len()).collect();
+        dask.sort_by_key(|&k| {
+            std::cmp::Reverse((k / 16).to_string() + "," + &(k % 16).to_string())
+        });
+        for order in [(0..keys.len()).collect::<Vec<_>>(), dask] {
+            let m = mount();
+            let before = harness::stats(&m);
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let got: Vec<(usize, Vec<u8>)> = std::thread::scope(|s| {
+                let readers: Vec<_> = (0..2)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let mut mine = Vec::new();
+                            loop {
+                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(&k) = order.get(i) else {
+                                    return mine;
+                                };
+                                let key = &keys[k];
+                                mine.push((k, std::fs::read(m.path().join(key)).unwrap()));
+                            }
+                        })
+                    })
+                    .collect();
+                readers
+                    .into_iter()
+                    .flat_map(|r| r.join().unwrap())
+                    .collect()
+            });
+            let after = harness::stats(&m);
+            assert_eq!(got.len(), keys.len());
+            for (k, bytes) in &got {
+                assert!(bytes == &want[*k], "{extra:?}: {} differs", keys[*k]);
+            }
+            let gets = after["remote_gets"] - before["remote_gets"];
+            let shown = format!("{extra:?}: {gets} GETs for {} keys: {after:?}", keys.len());
+            assert!(gets <= keys.len() as u64 / 4, "{shown}");
+        }
+        // A few keys far apart, at random: about one GET each, and little more than their
+        // stored bytes fetched (their pages, the chunk index).
+        let m = mount();
+        let before = harness::stats(&m);
+        let picked = [37usize, 201, 90, 5, 163, 250, 122, 60];
+        let stored: u64 = picked
+            .iter()
+            .map(|&k| {
+                std::fs::metadata(local.path().join(&keys[k]))
+                    .unwrap()
+                    .len()
+            })
+            .sum();
+        for &k in &picked {
+            let bytes = std::fs::read(m.path().join(&keys[k])).unwrap();
+            assert!(bytes == want[k], "{extra:?}: {} differs", keys[k]);
+        }
+        let after = harness::stats(&m);
+        let gets = after["remote_gets"] - before["remote_gets"];
+        let fetched = after["remote_bytes"] - before["remote_bytes"];
+        let shown = format!("{extra:?}: {gets} GETs, {fetched} bytes: {after:?}");
+        assert!(gets <= picked.len() as u64 + 4, "{shown}");
+        if extra.is_empty() {
+            assert!(fetched <= stored + 8 * (64 << 10), "{shown}");
+        }
+    }
+}

@@ -521,6 +521,46 @@ impl Chunked {
         self.prepare_spans(&spans)
     }
 
+    /// Name to a remote source the chunks numbered `first..end` in C order of the chunk
+    /// grid (last coordinate fastest; the numbers of [`Chunked::stored_chunk`]'s
+    /// coordinates): their stored bytes when `data`, which the source fetches together in
+    /// the background (merged requests); else only the index nodes that find them (see
+    /// [`Chunked::prepare_index`]). For a reader going through chunks one by one in grid
+    /// order (a Zarr view's chunk keys), which are not one range of the image. The range is
+    /// clipped to the grid. Only a hint: what it cannot read is the reads' to report.
+    pub(crate) fn hint_grid(&self, first: u64, end: u64, data: bool) -> Result<()> {
+        if !self.storage.wants_hints() || end <= first {
+            return Ok(());
+        }
+        let g = &self.geom;
+        let grid: Vec<u64> = g
+            .dims
+            .iter()
+            .zip(&g.chunk)
+            .map(|(&d, &c)| d.div_ceil(c))
+            .collect();
+        let Some(total) = grid.iter().try_fold(1u64, |a, &n| a.checked_mul(n)) else {
+            return Ok(());
+        };
+        let spans: Vec<ChunkBox> = decompose(&grid, &g.nstrides, first, end.min(total))
+            .into_iter()
+            .map(|r| {
+                let hi = r
+                    .start
+                    .iter()
+                    .zip(&r.count)
+                    .map(|(s, n)| s + n - 1)
+                    .collect();
+                (r.start, hi)
+            })
+            .collect();
+        if !data {
+            return self.prepare_spans(&spans);
+        }
+        let st = self.storage.for_read(ReadCtx::PREFETCH);
+        self.hint_chunks(&st, &spans, self.direct(), true, false)
+    }
+
     /// [`ChunkIndex::prepare`] for every chunk box of `spans`, span by span: the index nodes
     /// of the chunks from a span's lowest corner to its highest, which are first and last in
     /// any order an index sorts chunks by (coordinates, slowest dimension first, or with the

@@ -279,6 +279,17 @@ impl DataReader {
         }
     }
 
+    /// Name the chunks numbered `first..end` in C order of a chunked dataset's chunk grid
+    /// to a source where every request costs a round trip: their stored bytes when `data`,
+    /// else their index nodes (see [`DataReader::hint`], [`DataReader::prepare_index`]).
+    /// Nothing for other layouts.
+    pub fn hint_grid(&self, first: u64, end: u64, data: bool) -> Result<()> {
+        match &self.kind {
+            Kind::Chunked(r) => r.hint_grid(first, end, data),
+            _ => Ok(()),
+        }
+    }
+
     /// The cached decoded chunk holding bytes `offset..offset + len` of the image as one
     /// contiguous run, and the run's start in it; `None` when the range is not such a run
     /// (other layouts, ranges crossing chunks or rows, chunks never written) or not wholly

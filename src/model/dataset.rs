@@ -198,6 +198,19 @@ impl Dataset {
         }
     }
 
+    /// Name the chunks numbered `first..end` in C order of the chunk grid to a remote
+    /// source: their stored bytes when `data`, else the index nodes that find them (see
+    /// [`DataReader::hint_grid`]). For a reader going through the chunks one by one in grid
+    /// order; nothing for other layouts.
+    pub fn hint_grid(&self, first: u64, end: u64, data: bool) -> Result<()> {
+        match &self.reader {
+            ReaderState::Ready(r) | ReaderState::Stored { reader: r, .. } => {
+                r.hint_grid(first, end, data)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The relative address of a contiguous dataset's block (see
     /// [`DataReader::contiguous_addr`]); `None` otherwise.
     pub fn contiguous_addr(&self) -> Option<u64> {

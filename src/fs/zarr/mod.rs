@@ -21,7 +21,9 @@
 //! grid answers `ENOENT`. Listings ask the array about each grid position (bounded, see
 //! [`keys`]); a prefix directory of v3 answers a lookup for any position of the grid, and
 //! is listed when a chunk below it exists. A key's size is the chunk's without reading it;
-//! its bytes are read at the first read of the file and kept a while (`cache`).
+//! its bytes are read at the first read of the file and kept a while (`cache`). On a
+//! remote source, a reader going through an array's keys in grid order has the next
+//! chunks fetched ahead in few merged requests (`ahead`).
 //!
 //! Failures. A dataset that cannot be mapped (its array cannot be built) has documents that
 //! fail with `EIO`, and no keys; one whose chunk index or chunks cannot be read fails those
@@ -33,6 +35,7 @@
 //! The mount stays read-only; the file is taken not to change (the Zarr tree does not
 //! combine with `--refresh`), so documents and numbers are kept for the mount's life.
 
+mod ahead;
 mod cache;
 mod docs;
 pub mod keys;
@@ -406,6 +409,7 @@ impl H5Fs {
                 };
                 let dir = self.zarr_block_dir(z, &block)?;
                 let array = self.zarr_array(z, &dir)?;
+                ahead::on_key_read(&dir.ahead, &array, &coords);
                 let got = z.chunks.get(ino, || {
                     array.chunk(ctx, &coords)?.ok_or_else(|| {
                         crate::Error::NotFound(Self::key_path(&dir, &array.chunk_key(&coords)))

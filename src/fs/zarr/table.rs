@@ -13,8 +13,9 @@
 //! grid of absurd size can do that) the array that asks gets none and its keys fail.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
+use super::ahead::Sweep;
 use super::keys::KeyTree;
 use crate::fs::inode::Anchor;
 use crate::model::{FileIdx, ObjectId};
@@ -41,6 +42,8 @@ pub struct ArrayDir {
     pub anchor: Option<Arc<Anchor>>,
     /// Its chunk keys' numbers, once needed (`None`: too many to number).
     pub keys: OnceLock<Option<Arc<KeyBlock>>>,
+    /// Its readers' progress through its chunk keys (remote sources: see [`super::ahead`]).
+    pub ahead: Mutex<Option<Sweep>>,
 }
 
 /// A metadata document in a group or array directory.
@@ -146,6 +149,7 @@ impl ZarrTable {
             id,
             anchor,
             keys: OnceLock::new(),
+            ahead: Mutex::new(None),
         });
         t.slots.insert(ino, Slot::Array(a.clone()));
         t.by_name.insert(key, ino);

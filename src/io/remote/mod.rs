@@ -44,7 +44,8 @@
 //!     `cp`, `dd`, whose first reads reach the FUSE threads in either order), fetches the
 //!     block ahead at once, up to half the data budget;
 //!   - within a chunked dataset, nothing: its chunks are fetched by each read's own hints
-//!     and by the chunk prefetch of the filesystem layer, which asks for the chunks ahead;
+//!     and by the chunk prefetch of the filesystem layer, which asks for the chunks ahead
+//!     (of a handle's image, or of a Zarr array's chunk keys read in grid order);
 //!   - once the stream has gone on from one dataset into another (their data in file order:
 //!     a `cat` of a file's datasets one after another; the same reader reading both, not
 //!     two readers each reading its own dataset), across datasets, from its

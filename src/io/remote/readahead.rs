@@ -204,7 +204,8 @@ impl Readahead {
             s.window = s.window.max(8 * (end - offset)).min(self.max);
         }
         // Within one dataset, readahead stays inside its block; a chunked dataset's
-        // chunks are fetched by the reads' own hints and the decoders' prefetch.
+        // chunks are fetched by the reads' own hints, the decoders' prefetch and the Zarr
+        // view's readahead across chunk keys.
         let limit = match (s.crossed, hint.extent) {
             (true, _) => self.len,
             (false, Some((_, stop))) => stop.min(self.len),

@@ -517,6 +517,47 @@ impl ZarrArray {
         let _ = self.ds.prepare_index(0, self.ds.len());
     }
 
+    /// Whether every read of its chunks costs a request (a remote source).
+    pub fn is_remote(&self) -> bool {
+        self.ds.is_remote()
+    }
+
+    /// The stored bytes of chunk `coords`, about (for sizing what to read ahead): a stored
+    /// chunk's size in the file (0 when never written), else a whole chunk's decoded size.
+    pub fn stored_len(&self, coords: &[u64]) -> Result<u64> {
+        let Some(dc) = self.dataset_coords(coords) else {
+            return Ok(0);
+        };
+        match self.grid {
+            Grid::Stored => Ok(match self.ds.stored_chunk(dc)? {
+                Some((_, true)) => self.chunk_bytes(),
+                Some((rec, false)) => rec.size,
+                None => 0,
+            }),
+            Grid::Virtual { .. } => Ok(self.chunk_bytes()),
+        }
+    }
+
+    /// Name to a remote source the chunks of the keys numbered `first..end` in grid order
+    /// (C order; [`ZarrArray::grid_shape`]): their stored bytes when `data`, which the
+    /// source fetches together in the background, else the chunk index nodes that find
+    /// them. Nothing for a local file; only a hint (what it cannot read, the reads report).
+    pub fn hint_keys(&self, first: u64, end: u64, data: bool) {
+        let _ = match self.grid {
+            // An array type's dimensions are one chunk each: the key numbers are the
+            // dataset's chunk numbers.
+            Grid::Stored => self.ds.hint_grid(first, end, data),
+            Grid::Virtual { .. } if !data => Ok(()),
+            // Whole rows of the image each, one after the other.
+            Grid::Virtual { .. } => {
+                let bytes = self.chunk_bytes();
+                let at = first.saturating_mul(bytes);
+                self.ds
+                    .hint(at, end.saturating_sub(first).saturating_mul(bytes), None)
+            }
+        };
+    }
+
     /// Where chunk key `coords`'s bytes are, for a reference manifest: a byte range of the
     /// file when the key holds exactly those bytes (a stored chunk served as it is, an
     /// unfiltered chunk, a whole-row slice of a contiguous block), else the bytes themselves
