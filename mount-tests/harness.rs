@@ -7,12 +7,15 @@
 
 #![allow(dead_code)]
 
+// `servers.rs` includes these two as well (see there).
+#[allow(clippy::duplicate_mod)]
 #[path = "common/data.rs"]
 mod data;
 #[path = "common/mapping.rs"]
 mod mapping;
 #[path = "common/python.rs"]
 mod python;
+#[allow(clippy::duplicate_mod)]
 #[path = "common/skip.rs"]
 mod skip;
 

@@ -311,7 +311,7 @@ fn unsupported_datasets_fail_with_eopnotsupp() {
     let man = manifest();
     let mut failures = Vec::new();
     let mut seen = 0;
-    for (name, objs) in files(&man) {
+    for (name, objs) in files(man) {
         let sets: Vec<&String> = objs
             .iter()
             .filter(|(p, o)| o["kind"] == "dataset" && path_showable(p) && unsupported(o))
@@ -341,7 +341,7 @@ fn unsupported_datasets_fail_with_eopnotsupp() {
 fn tree_matches_manifest() {
     let man = manifest();
     let mut failures = Vec::new();
-    let all = files(&man);
+    let all = files(man);
     for (name, objs) in all.clone() {
         let m = Mount::background(&data_file(&name), &[]);
         let root_addr = objs.get("/").and_then(|o| o["addr"].as_u64());
@@ -470,7 +470,7 @@ fn bytes_match_manifest_through_read_pread_dd_and_mmap() {
     let man = manifest();
     let mut failures = Vec::new();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    for (name, objs) in files(&man) {
+    for (name, objs) in files(man) {
         let sets = checked_datasets(&objs);
         if sets.is_empty() {
             continue;
@@ -618,7 +618,7 @@ fn same_rendering(got: &str, want: &str) -> bool {
 fn xattrs_match_manifest() {
     let man = manifest();
     let mut failures = Vec::new();
-    for (name, objs) in files(&man) {
+    for (name, objs) in files(man) {
         let m = Mount::background(&data_file(&name), &[]);
         for (path, o) in &objs {
             if !path_showable(path)
@@ -701,7 +701,7 @@ fn xattrs_match_manifest() {
 #[test]
 fn mutations_are_erofs() {
     let man = manifest();
-    let (name, objs) = files(&man)
+    let (name, objs) = files(man)
         .into_iter()
         .find(|(_, o)| !checked_datasets(o).is_empty())
         .expect("a fixture with a dataset");
@@ -742,7 +742,7 @@ fn mutations_are_erofs() {
 fn eight_threads_read_random_ranges_at_once() {
     let man = manifest();
     // The fixture file with the most checked bytes.
-    let (name, objs) = files(&man)
+    let (name, objs) = files(man)
         .into_iter()
         .max_by_key(|(_, o)| checked_datasets(o).iter().map(|d| d.1).sum::<u64>())
         .expect("fixtures");
@@ -789,7 +789,7 @@ fn eight_threads_read_random_ranges_at_once() {
 fn large_directories_list_completely_and_stably() {
     let man = manifest();
     let mut best: Option<(String, String, usize)> = None;
-    for (name, objs) in files(&man) {
+    for (name, objs) in files(man) {
         for (path, o) in &objs {
             let n = o["links"].as_array().map_or(0, |l| l.len());
             if path_showable(path) && n > best.as_ref().map_or(0, |b| b.2) {

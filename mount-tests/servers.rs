@@ -33,9 +33,12 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 // Included here rather than taken from `harness` (which includes them too): some binaries
-// include this module without the harness.
+// include this module without the harness. In those with both, each file is compiled twice,
+// as two private modules: harmless.
+#[allow(clippy::duplicate_mod)]
 #[path = "common/data.rs"]
 mod data;
+#[allow(clippy::duplicate_mod)]
 #[path = "common/skip.rs"]
 mod skip;
 

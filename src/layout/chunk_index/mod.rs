@@ -288,7 +288,7 @@ mod tests {
 
     fn empty_params(filtered: bool) -> IndexParams {
         let storage = crate::io::testutil::memory_storage(&[]);
-        let p = IndexParams {
+        IndexParams {
             storage,
             sizes: Sizes::DEFAULT,
             dims: vec![10, 6],
@@ -298,8 +298,7 @@ mod tests {
             filtered,
             layout_version: 4,
             layout_flags: 0,
-        };
-        p
+        }
     }
 
     #[test]
