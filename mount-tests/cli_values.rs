@@ -25,10 +25,11 @@ mod servers;
 
 use std::io::Read;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use harness::data_dir;
 use servers::Seaweed;
 
 /// Longest a refused command may take: it sends nothing and waits for nothing.
@@ -428,10 +429,6 @@ fn the_environment_and_profiles_are_held_to_the_same_rules() {
     }
     ear.assert_untouched("environment and profiles");
     assert!(!harness::is_mounted(mnt.path()));
-}
-
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data")
 }
 
 /// `inspect` of an object on SeaweedFS, signed (credentials from the environment, then from

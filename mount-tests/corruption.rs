@@ -18,6 +18,8 @@
 //! test selected (see [`peak_rss_of`]), so the other tests running meanwhile in this process
 //! do not count.
 
+mod harness;
+
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -70,10 +72,6 @@ const SIGNATURES: [&[u8; 4]; 18] = [
     b"OHDR", b"TREE", b"HEAP", b"SNOD", b"FRHP", b"FHDB", b"FHIB", b"BTHD", b"BTIN", b"BTLF",
     b"FAHD", b"FADB", b"EAHD", b"EAIB", b"EASB", b"EADB", b"GCOL", b"SMTB",
 ];
-
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures")
-}
 
 /// Deterministic pseudo-random numbers (xorshift64).
 struct Rng(u64);
@@ -325,11 +323,6 @@ fn peak_rss_of(test: &str, work: impl FnOnce()) -> Option<u64> {
     Some(kib.unwrap_or_else(|| panic!("child running {test} reported no peak RSS:\n{stdout}")))
 }
 
-fn manifest() -> Value {
-    let p = fixtures_dir().join("manifest.json");
-    serde_json::from_str(&std::fs::read_to_string(p).expect("manifest.json")).expect("json")
-}
-
 /// Every address the manifest records for a file: object headers, data, chunks.
 fn manifest_addrs(entry: &Value) -> Vec<u64> {
     let mut v = Vec::new();
@@ -447,12 +440,12 @@ fn find_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
 
 /// Run every variant of the files in `names`; return the failures.
 fn run_files(names: &[String], tag: &str) -> (usize, Vec<String>) {
-    let m = manifest();
+    let m = harness::manifest();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut failures = Vec::new();
     let mut cases = 0;
     for name in names {
-        let src = fixtures_dir().join("data").join(name);
+        let src = harness::fixture("data").join(name);
         let bytes = std::fs::read(&src).expect("fixture");
         let addrs = manifest_addrs(&m["files"][name.as_str()]);
         let step = if SLOW_FIXTURES.contains(&name.as_str()) {
@@ -489,7 +482,7 @@ fn mutated_part(part: usize, parts: usize) -> Vec<String> {
 }
 
 fn fixture_part(part: usize, parts: usize) -> Vec<String> {
-    let mut v: Vec<(u64, String)> = std::fs::read_dir(fixtures_dir().join("data"))
+    let mut v: Vec<(u64, String)> = std::fs::read_dir(harness::fixture("data"))
         .expect("fixtures")
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == "h5"))
@@ -556,7 +549,7 @@ fn slow_fixtures_exist() {
 fn pristine_fixtures_walk_without_anonymous_errors() {
     let mut failures = Vec::new();
     for name in fixture_part(0, 1) {
-        let p = fixtures_dir().join("data").join(&name);
+        let p = harness::fixture("data").join(&name);
         let r = match SLOW_PRISTINE.iter().find(|(n, _)| *n == name) {
             Some(&(_, secs)) => run_case_within(&p, secs),
             None => run_case(&p),
@@ -583,7 +576,7 @@ fn error_naming_rule_is_strict_enough() {
 // ---- The hand-made nasties of fixtures/nasty (see make_nasty.py and nasty.json). ----
 
 fn nasty_path(name: &str) -> PathBuf {
-    fixtures_dir().join("nasty").join(name)
+    harness::fixture("nasty").join(name)
 }
 
 /// Walk the nasty under the case bound (no panic, no hang, every error named), then run

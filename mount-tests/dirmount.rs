@@ -24,18 +24,17 @@ use serde_json::Value;
 const FD_SLACK: usize = 24;
 
 fn out_dir() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/dirmount/out");
+    let d = harness::fixture("dirmount/out");
     if d.join("expected.json").exists() {
         return Some(d);
     }
-    assert!(
-        std::env::var_os("H5MOUNT_REQUIRE_FIXTURES").is_none(),
-        "{} is missing: run mount-tests/fixtures/dirmount/make_dirmount.py",
-        d.display()
-    );
-    eprintln!(
-        "SKIPPED: {} missing (made by mount-tests/run with h5py)",
-        d.display()
+    harness::require_or_skip(
+        "H5MOUNT_REQUIRE_FIXTURES",
+        &format!(
+            "{} is missing (made by mount-tests/fixtures/dirmount/make_dirmount.py, which \
+             mount-tests/run runs when h5py is installed)",
+            d.display()
+        ),
     );
     None
 }
@@ -318,14 +317,11 @@ fn readers_cycling_through_a_hundred_files_under_eight_open() {
     let most = watch.most();
     assert!(failures.is_empty(), "{failures:#?}");
     assert!(most <= 8 + FD_SLACK, "{most} descriptors open at once");
-    let stats =
-        String::from_utf8(harness::getxattr(m.path(), "user.h5mount.stats").unwrap()).unwrap();
-    let evictions = stats
-        .lines()
-        .find_map(|l| l.strip_prefix("files_evicted "))
-        .and_then(|v| v.parse::<u64>().ok())
+    let stats = harness::stats(&m);
+    let evictions = *stats
+        .get("files_evicted")
         .expect("files_evicted in the statistics");
-    assert!(evictions > 0, "{stats}");
+    assert!(evictions > 0, "{stats:?}");
 }
 
 #[test]
@@ -376,7 +372,7 @@ fn a_directory_mounts_through_mount_t_fuse_with_options() {
             .output()
             .is_err()
     {
-        eprintln!("SKIP: needs root and mount.fuse3");
+        harness::skip("needs root and mount.fuse3");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

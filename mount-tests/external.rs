@@ -18,12 +18,11 @@ use serde_json::Value;
 const FORMS: [&str; 2] = ["earliest", "latest"];
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/extlinks")
+    harness::fixture("extlinks")
 }
 
 fn expected() -> Value {
-    let text = fs::read_to_string(fixtures().join("expected.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    harness::expected_json("extlinks")
 }
 
 /// `tmp/d/main_F.h5`, `tmp/d/sub/{a,b}_F.h5` and `tmp/outside_F.h5`; returns the main file.

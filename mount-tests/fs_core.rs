@@ -31,7 +31,6 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use h5mount::fs::attr::MAX_SIZE;
@@ -43,21 +42,14 @@ use h5mount::fs::views::sidecar_ino;
 use h5mount::fs::{Attr, FileKind, FsOptions, FsResult, H5Fs, XattrReply, ROOT_INO};
 use h5mount::model::{File, OpenOptions, Resolver, ResolverOptions};
 use h5mount::views::{ByteOrderMode, ViewKind, ViewOptions};
-use harness::{py_tuple, soft_text};
+use harness::{fixture, manifest, py_tuple, sha256, soft_text};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 // ------------------------------------------------------------------------------- helpers
-
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/mount-tests/fixtures");
 
 /// Owner given to every inode (not the test user's, so a mix-up shows).
 const UID: u32 = 4321;
 const GID: u32 = 8765;
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(FIXTURES).join(rel)
-}
 
 fn data(name: &str) -> PathBuf {
     fixture("data").join(name)
@@ -66,16 +58,6 @@ fn data(name: &str) -> PathBuf {
 /// The time shown for objects without a stored modification time (the corpus stores none).
 fn file_mtime() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_234_567_890)
-}
-
-/// `fixtures/manifest.json`, parsed once for all tests.
-fn manifest() -> &'static Value {
-    static MANIFEST: OnceLock<Value> = OnceLock::new();
-    MANIFEST.get_or_init(|| {
-        let text = std::fs::read_to_string(fixture("manifest.json"))
-            .expect("mount-tests/fixtures/manifest.json is committed with the corpus");
-        serde_json::from_str(&text).expect("manifest.json parses")
-    })
 }
 
 /// The manifest's objects of the corpus file `file`, by HDF5 path.
@@ -202,13 +184,6 @@ fn read_all(fs: &H5Fs, ino: u64) -> Vec<u8> {
         }
         out.extend(piece);
     }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Names of the listing of `ino`, `.` and `..` left out.
@@ -402,7 +377,7 @@ fn lookup_finds_groups_datasets_types_and_every_kind_of_link() {
         existing.ino
     );
     assert_eq!(
-        Some(sha256_hex(&read_all(&fs, existing.ino)).as_str()),
+        Some(sha256(&read_all(&fs, existing.ino)).as_str()),
         target["sha256"].as_str()
     );
     assert_eq!(
@@ -892,7 +867,7 @@ fn dataset_bytes_match_the_manifests_digests() {
             fs.open(a.ino, libc::O_RDONLY)
                 .unwrap_or_else(|e| panic!("{what}: {e:?}"));
             let whole = read_all(&fs, a.ino);
-            assert_eq!(sha256_hex(&whole), digest, "{what}");
+            assert_eq!(sha256(&whole), digest, "{what}");
             let len = whole.len() as u64;
             assert_eq!(a.size, len, "{what}");
             // One request for everything, and a request from the middle.
@@ -947,7 +922,7 @@ fn reads_through_handles_and_the_read_counters() {
         got.extend_from_slice(piece);
     }
     fs.release(fh);
-    assert_eq!(Some(sha256_hex(&got).as_str()), o["sha256"].as_str());
+    assert_eq!(Some(sha256(&got).as_str()), o["sha256"].as_str());
     assert_eq!(counter(&fs, "read_requests") - before, requests);
     assert_eq!(counter(&fs, "read_bytes"), got.len() as u64);
     assert_eq!(counter(&fs, "read_max_request"), 4096);
@@ -1011,7 +986,7 @@ fn a_read_over_several_chunks_has_workers_decode_all_but_its_first() {
     fs.release(fh);
     all.extend_from_slice(&tail);
     assert_eq!(
-        Some(sha256_hex(&all).as_str()),
+        Some(sha256(&all).as_str()),
         json["/gz_shuf_fixed"]["sha256"].as_str()
     );
 }
@@ -1048,7 +1023,7 @@ fn datasets_opened_in_listing_order_have_the_next_ones_decoded_ahead() {
         fs.release(fh);
         let o = &objects(name)[&format!("/{}", names[k])];
         assert_eq!(
-            Some(sha256_hex(&got).as_str()),
+            Some(sha256(&got).as_str()),
             o["sha256"].as_str(),
             "{}",
             names[k]
@@ -1593,7 +1568,7 @@ fn a_sidecar_never_shadows_a_real_link() {
         assert_eq!(a.ino, real_ino, "listing first: {listing_first}");
         assert_eq!(a.size, 20000);
         assert_eq!(
-            Some(sha256_hex(&read_all(&fs, a.ino)).as_str()),
+            Some(sha256(&read_all(&fs, a.ino)).as_str()),
             objs["/gz_sparse"]["sha256"].as_str()
         );
         assert_eq!(
@@ -1699,7 +1674,7 @@ fn a_directory_mount_shows_hdf5_files_as_directories_and_lists_without_opening_t
     assert_eq!(counter(&fs, "files_opened"), 2);
     let d1 = attr_of(&fs, "groups.h5/nine/d1");
     assert_eq!(
-        Some(sha256_hex(&read_all(&fs, d1.ino)).as_str()),
+        Some(sha256(&read_all(&fs, d1.ino)).as_str()),
         objects("groups_latest.h5")["/nine/d1"]["sha256"].as_str()
     );
     assert!(
@@ -1833,7 +1808,7 @@ fn after_a_refresh_a_group_is_a_directory_at_its_new_path() {
     assert_eq!(a.ino, level0.ino, "the same header address");
     let d = attr_of(&fs, "/a/data");
     assert_eq!(
-        Some(sha256_hex(&read_all(&fs, d.ino)).as_str()),
+        Some(sha256(&read_all(&fs, d.ino)).as_str()),
         objects("links_latest.h5")["/a/data"]["sha256"].as_str()
     );
 }

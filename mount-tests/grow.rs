@@ -12,8 +12,8 @@
 //! SWMR, while readers keep reading through the mount and check every byte they get against
 //! the row functions of `rows.py` (repeated below) and that sizes only grow. The test drives
 //! the steps: after each one it waits until every reader has checked the new size, so each
-//! reader sees every size, however the machine schedules them. Skipped, saying so, when h5py
-//! is not importable.
+//! reader sees every size, however the machine schedules them. Skipped (a counted skip) when
+//! h5py is not importable, a failure then under `H5MOUNT_REQUIRE_PYTHON`.
 
 mod harness;
 
@@ -37,7 +37,7 @@ const LIVE_REFRESH: &str = "0.25";
 const REFRESH_WAIT: Duration = Duration::from_secs(30);
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/grow")
+    harness::fixture("grow")
 }
 
 /// Bytes of one row of `/data/gz` (3 int32), `/data/plain` (1 float64) and `/data/wide`
@@ -139,38 +139,9 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
-/// A read-only shared mapping of a file, unmapped on drop.
-struct Mapping {
-    addr: std::ptr::NonNull<std::ffi::c_void>,
-    len: usize,
-}
-
-impl Mapping {
-    fn new(p: &Path, len: usize) -> Mapping {
-        use nix::sys::mman::{mmap, MapFlags, ProtFlags};
-        let f = fs::File::open(p).unwrap();
-        let nz = std::num::NonZeroUsize::new(len).unwrap();
-        // SAFETY: a fresh read-only mapping; the mount is read-only, so nobody writes through
-        // it, and `bytes` never hands out a slice that outlives `self`.
-        let addr = unsafe { mmap(None, nz, ProtFlags::PROT_READ, MapFlags::MAP_SHARED, &f, 0) };
-        Mapping {
-            addr: addr.unwrap(),
-            len,
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `addr` maps `len` readable bytes until drop; the borrow ties the slice to
-        // `self`.
-        unsafe { std::slice::from_raw_parts(self.addr.as_ptr().cast::<u8>(), self.len) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, unmapped once; no slice of it outlives `self`.
-        let _ = unsafe { nix::sys::mman::munmap(self.addr, self.len) };
-    }
+/// A read-only shared mapping of the first `len` bytes of the file at `p`.
+fn mapping(p: &Path, len: usize) -> harness::Mapping {
+    harness::Mapping::of(p, len, true).unwrap_or_else(|e| panic!("mmap {}: {e}", p.display()))
 }
 
 /// Mount a copy of the first snapshot with `args` (which ask for a refresh), then write each
@@ -188,7 +159,7 @@ fn follow_snapshots(args: &[&str], stages: &[(&str, u64)], new_names: &[(&str, &
     assert_eq!(fs::read(m.at("/fixed")).unwrap(), fixed_values());
     // Held across every refresh: a descriptor and a mapping made on the first state.
     let held = fs::File::open(&gz).unwrap();
-    let map = Mapping::new(&gz, (rows0 * GZ_ROW) as usize);
+    let map = mapping(&gz, (rows0 * GZ_ROW) as usize);
     assert_eq!(map.bytes(), gz_rows(0, rows0));
     let first_bytes = fs::read(&plain).unwrap();
     for &(snapshot, rows) in &stages[1..] {
@@ -221,7 +192,7 @@ fn follow_snapshots(args: &[&str], stages: &[(&str, u64)], new_names: &[(&str, &
         held.read_exact_at(&mut tail, off).unwrap();
         assert_eq!(tail, expected("gz", off, tail.len() as u64));
         // A new mapping sees the new size; the old one still its own bytes.
-        let now = Mapping::new(&gz, (rows * GZ_ROW) as usize);
+        let now = mapping(&gz, (rows * GZ_ROW) as usize);
         assert_eq!(now.bytes(), gz_rows(0, rows), "{snapshot}: mmap");
         assert_eq!(map.bytes(), gz_rows(0, rows0), "{snapshot}: old mmap");
         assert_eq!(fs::read(m.at("/fixed")).unwrap(), fixed_values());
@@ -338,13 +309,10 @@ fn without_refresh_the_mount_keeps_its_first_state() {
 
 // ---------------------------------------------------------------- a live SWMR writer
 
+/// Whether python3 can import h5py (for the live writers); otherwise the test skips, or
+/// fails under `H5MOUNT_REQUIRE_PYTHON`.
 fn h5py_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import h5py"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    harness::python_or_skip(harness::PYTHON, "import h5py", "H5MOUNT_REQUIRE_PYTHON")
 }
 
 /// A writer driven one step at a time (python3 and h5py), run as
@@ -465,7 +433,7 @@ fn reader(
         }
         // A mapping whose page fails to read is SIGBUS: only where no read may fail.
         if mmap && round.is_multiple_of(8) && size > 0 {
-            let map = Mapping::new(&p, size as usize);
+            let map = mapping(&p, size as usize);
             assert_eq!(
                 map.bytes(),
                 expected(name, 0, size),
@@ -610,7 +578,6 @@ fn live_writer(mode: &str, mmap: bool) -> Vec<Seen> {
 #[test]
 fn live_swmr_writer_is_followed_byte_for_byte() {
     if !h5py_available() {
-        eprintln!("live_swmr_writer_is_followed_byte_for_byte: skipped, h5py is not importable");
         return;
     }
     for s in live_writer("swmr", true) {
@@ -621,7 +588,6 @@ fn live_swmr_writer_is_followed_byte_for_byte() {
 #[test]
 fn live_writers_without_swmr_are_followed_byte_for_byte() {
     if !h5py_available() {
-        eprintln!("live_writers_without_swmr_are_followed_byte_for_byte: skipped, no h5py");
         return;
     }
     // A writer that rewrites structures in place can be caught mid-write by a refresh (kept:

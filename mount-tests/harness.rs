@@ -1,7 +1,33 @@
-//! Test harness for real mounts: an RAII [`Mount`] that runs the real `h5mount` binary and
-//! always unmounts and reaps it, even when the test panics.
+//! The shared test module of `mount-tests/`: an RAII [`Mount`] that runs the real `h5mount`
+//! binary and always unmounts and reaps it, even when the test panics, and the helpers the
+//! test binaries share, each concern in a file of `common/` re-exported here: counted skips
+//! and `H5MOUNT_REQUIRE_*` (`skip.rs`), fixture paths, manifests and hashes (`data.rs`),
+//! memory mappings (`mapping.rs`) and Python availability (`python.rs`). A binary includes
+//! it with `mod harness;` and uses what it needs, hence `allow(dead_code)`.
 
 #![allow(dead_code)]
+
+// `servers.rs` includes these two as well (see there).
+#[allow(clippy::duplicate_mod)]
+#[path = "common/data.rs"]
+mod data;
+#[path = "common/mapping.rs"]
+mod mapping;
+#[path = "common/python.rs"]
+mod python;
+#[allow(clippy::duplicate_mod)]
+#[path = "common/skip.rs"]
+mod skip;
+
+// Each binary uses some of these.
+#[allow(unused_imports)]
+pub use data::{data_dir, expected_json, fixture, hex, manifest, read_json, sha256};
+#[allow(unused_imports)]
+pub use mapping::Mapping;
+#[allow(unused_imports)]
+pub use python::{python_can, python_or_skip, GDAL_PYTHON, PYTHON};
+#[allow(unused_imports)]
+pub use skip::{require_or_skip, required, skip, test_name, SKIP_LOG};
 
 use std::ffi::CString;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -11,7 +37,6 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use sha2::{Digest, Sha256};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_h5mount");
@@ -408,14 +433,6 @@ impl Rng {
     }
 }
 
-/// Hex sha256 of `bytes`.
-pub fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// Sha256 of the whole file read three ways: read(), pread() in odd pieces, mmap.
 pub fn read_three_ways(p: &Path, len: usize) -> Result<String, String> {
     let whole = std::fs::read(p).map_err(|e| format!("read: {e}"))?;
@@ -433,19 +450,8 @@ pub fn read_three_ways(p: &Path, len: usize) -> Result<String, String> {
         return Err("pread differs from read".into());
     }
     if len > 0 {
-        use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
-        let nz = std::num::NonZeroUsize::new(len).unwrap();
-        // SAFETY: a fresh read-only private mapping of a file on a read-only mount; the slice
-        // is used only before munmap.
-        let mh = unsafe {
-            let addr = mmap(None, nz, ProtFlags::PROT_READ, MapFlags::MAP_PRIVATE, &f, 0)
-                .map_err(|e| format!("mmap: {e}"))?;
-            let bytes = std::slice::from_raw_parts(addr.as_ptr().cast::<u8>(), len);
-            let mh = sha256(bytes);
-            munmap(addr, len).map_err(|e| format!("munmap: {e}"))?;
-            mh
-        };
-        if mh != h {
+        let map = Mapping::new(&f, 0, len, false).map_err(|e| format!("mmap: {e}"))?;
+        if sha256(map.bytes()) != h {
             return Err("mmap differs from read".into());
         }
     }
@@ -533,13 +539,24 @@ pub fn walk(root: &Path) -> std::collections::BTreeMap<String, String> {
     out
 }
 
-/// The mount's statistics (`user.h5mount.stats` on its root) as numbers.
+/// The xattr on a mount's root whose value is its statistics.
+pub use h5mount::fs::stats::STATS_XATTR;
+
+/// The mount's statistics ([`STATS_XATTR`]: `key value` lines) as numbers; panics on a line
+/// of another form.
 pub fn stats(m: &Mount) -> std::collections::BTreeMap<String, u64> {
-    let text = String::from_utf8(getxattr(m.path(), "user.h5mount.stats").unwrap()).unwrap();
+    let raw = getxattr(m.path(), STATS_XATTR)
+        .unwrap_or_else(|e| panic!("{STATS_XATTR} on {}: errno {e}", m.path().display()));
+    let text = String::from_utf8(raw).expect("statistics are text");
     text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
+        .map(|l| {
+            let (k, v) = l
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("statistics line {l:?}"));
+            let v = v
+                .parse()
+                .unwrap_or_else(|_| panic!("statistics line {l:?}"));
+            (k.to_string(), v)
         })
         .collect()
 }

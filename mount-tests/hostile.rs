@@ -20,9 +20,7 @@ use harness::Mount;
 const PATTERN: &[u8] = b"HOSTILE-CHUNK-0!";
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("mount-tests/fixtures/hostile")
-        .join(name)
+    harness::fixture("hostile").join(name)
 }
 
 /// Copy fixture `name` into `dir`.
@@ -84,7 +82,7 @@ fn a_corrupt_dataset_fails_with_eio_and_the_rest_reads() {
 #[test]
 fn a_panic_in_a_request_is_contained_and_logged() {
     if !cfg!(debug_assertions) {
-        eprintln!("skipped: the panic trigger exists in debug builds only");
+        harness::skip("the panic trigger exists in debug builds only");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -31,7 +31,7 @@ pub const MEMORY_LIMIT_KIB: u64 = 200 << 10;
 pub const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/remote")
+    crate::harness::fixture("remote")
 }
 
 pub fn layout_json() -> serde_json::Value {

@@ -7,7 +7,7 @@
 mod harness;
 
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use h5mount::model::{File, LinkTarget, OpenOptions};
 use harness::{getxattr, py_tuple, Mount};
@@ -16,12 +16,11 @@ use serde_json::Value;
 const MAX_SIZE: u64 = i64::MAX as u64;
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/huge")
+    harness::fixture("huge")
 }
 
 fn expected() -> Value {
-    let text = std::fs::read_to_string(dir().join("expected.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    harness::expected_json("huge")
 }
 
 /// (byte offset, bytes) of the probes of one dataset.
@@ -146,22 +145,6 @@ fn huge_datasets_through_the_mount() {
 
 /// The first bytes of the page of `f` at `offset`, through mmap.
 fn mapped_page(f: &std::fs::File, offset: i64) -> Vec<u8> {
-    use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
-    let n = std::num::NonZeroUsize::new(4096).unwrap();
-    // SAFETY: a fresh read-only private mapping of a file on a read-only mount; the slice is
-    // copied before munmap.
-    unsafe {
-        let addr = mmap(
-            None,
-            n,
-            ProtFlags::PROT_READ,
-            MapFlags::MAP_PRIVATE,
-            f,
-            offset,
-        )
-        .unwrap();
-        let bytes = std::slice::from_raw_parts(addr.as_ptr().cast::<u8>(), 16).to_vec();
-        munmap(addr, 4096).unwrap();
-        bytes
-    }
+    let map = harness::Mapping::new(f, offset, 4096, false).unwrap();
+    map.bytes()[..16].to_vec()
 }

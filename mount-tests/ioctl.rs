@@ -31,8 +31,7 @@ fn first_file(dir: &Path) -> Option<PathBuf> {
 fn ioctl_answers_enotty_quietly() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("daemon.log");
-    let file =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data/layouts_latest.h5");
+    let file = harness::fixture("data/layouts_latest.h5");
     // At debug level the adapter's own line shows the ioctl reached it.
     let m = Mount::background(&file, &["-vv", "--log-file", log.to_str().unwrap()]);
     let ds = first_file(m.path()).expect("a dataset in the fixture");

@@ -3,28 +3,14 @@
 //! dtype, shape, layout, chunking, filters, fill value and attributes, and every dataset's byte
 //! image must hash to h5py's `ds[()].tobytes()` and agree with itself at random ranges.
 
+mod harness;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use h5mount::error::ErrorClass;
 use h5mount::model::{File, LinkTarget, ObjectId, ObjectKind, OpenOptions};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures")
-}
-
-fn manifest() -> Value {
-    let p = fixtures_dir().join("manifest.json");
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).expect("manifest.json parses")
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// Deterministic pseudo-random numbers (xorshift) for range checks.
 struct Rng(u64);
@@ -141,7 +127,7 @@ fn check_dataset(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, o: &Va
         let got = i
             .fill_value
             .as_deref()
-            .map(hex)
+            .map(harness::hex)
             .unwrap_or_else(|| "0".repeat(2 * i.dtype.size as usize));
         r.check(got == fv, || format!("{path}: fill value {got} != {fv}"));
     }
@@ -176,7 +162,7 @@ fn check_dataset(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, o: &Va
         Ok(b) => b,
         Err(e) => return r.check(false, || format!("{path}: read failed: {e}")),
     };
-    let got = hex(&Sha256::digest(&all));
+    let got = harness::sha256(&all);
     r.check(got == sha, || {
         format!("{path}: sha256 of {} bytes differs", all.len())
     });
@@ -227,7 +213,7 @@ fn check_attrs(r: &mut Report, f: &Arc<File>, path: &str, id: ObjectId, want: &V
             format!("{path}@{name}: dtype {dt} != {}", w["dtype"])
         });
         if let Some(raw) = w["raw_hex"].as_str() {
-            r.check(hex(&a.raw) == raw, || {
+            r.check(harness::hex(&a.raw) == raw, || {
                 format!("{path}@{name}: raw value differs")
             });
         }
@@ -260,7 +246,7 @@ fn check_file(name: &str, entry: &Value) -> Report {
         unsupported: Vec::new(),
     };
     let f = match File::open(
-        &fixtures_dir().join("data").join(name),
+        &harness::data_dir().join(name),
         &OpenOptions {
             cache_bytes: 64 << 20,
             ..OpenOptions::default()
@@ -337,7 +323,7 @@ fn check_file(name: &str, entry: &Value) -> Report {
 
 #[test]
 fn corpus_matches_h5py() {
-    let m = manifest();
+    let m = harness::manifest();
     let files = m["files"].as_object().expect("manifest has files");
     let mut failures = Vec::new();
     let mut checks = 0;

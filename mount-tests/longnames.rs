@@ -19,12 +19,11 @@ use serde_json::Value;
 const MAX_NAME: usize = 64 << 10;
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/longnames")
+    harness::fixture("longnames")
 }
 
 fn expected() -> Value {
-    let text = std::fs::read_to_string(dir().join("expected.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    harness::expected_json("longnames")
 }
 
 /// A long name as `make_longnames.py` spells it: `first`, then the alphabet from the letter

@@ -16,10 +16,9 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::{getxattr, is_mounted, listxattr, py_tuple, setxattr, soft_text, Mount, Rng};
+use harness::{getxattr, is_mounted, listxattr, py_tuple, setxattr, sha256, soft_text, Mount, Rng};
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 // ---------------------------------------------------------------- daemon behaviour
 
@@ -57,7 +56,9 @@ fn the_daemon_raises_its_open_file_limit_to_the_hard_one() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     if hard <= 1024 {
-        eprintln!("skipped: the hard limit on open files is {hard}, nothing to raise to");
+        harness::skip(&format!(
+            "the hard limit on open files is {hard}, nothing to raise to"
+        ));
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -186,7 +187,7 @@ fn mount_t_fuse_through_the_mount_fuse3_helper() {
     // the fstab/`mount -t fuse.h5mount` path, without installing the binary in PATH.
     let root = nix::unistd::geteuid().is_root();
     if !root || Command::new("mount.fuse3").arg("-h").output().is_err() {
-        eprintln!("SKIP: needs root and mount.fuse3");
+        harness::skip("needs root and mount.fuse3");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -236,24 +237,12 @@ fn erofs<T>(r: std::io::Result<T>) -> bool {
 
 // ---------------------------------------------------------------- fixture corpus
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures")
-}
-
 /// The manifest of the fixture corpus (committed with the tests: missing is a failure).
-fn manifest() -> Value {
-    let p = fixtures().join("manifest.json");
-    let b = fs::read(&p).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (the fixture corpus is part of the tree; see mount-tests/fixtures/README.md)",
-            p.display()
-        )
-    });
-    let m: Value = serde_json::from_slice(&b).expect("manifest.json parses");
+fn manifest() -> &'static Value {
+    let m = harness::manifest();
     assert!(
         m["files"].as_object().is_some_and(|f| !f.is_empty()),
-        "{}: no files",
-        p.display()
+        "mount-tests/fixtures/manifest.json: no files (see mount-tests/fixtures/README.md)"
     );
     m
 }
@@ -272,7 +261,7 @@ fn files(m: &Value) -> Vec<(String, BTreeMap<String, Value>)> {
 }
 
 fn data_file(name: &str) -> PathBuf {
-    fixtures().join("data").join(name)
+    harness::data_dir().join(name)
 }
 
 /// Whether the kernel can show this name (h5mount skips the others).
@@ -292,14 +281,6 @@ fn parent_of(path: &str) -> &str {
         Some(0) | None => "/",
         Some(i) => &path[..i],
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
 }
 
 /// Datasets whose bytes the manifest pins down (fixed-size types).
@@ -330,7 +311,7 @@ fn unsupported_datasets_fail_with_eopnotsupp() {
     let man = manifest();
     let mut failures = Vec::new();
     let mut seen = 0;
-    for (name, objs) in files(&man) {
+    for (name, objs) in files(man) {
         let sets: Vec<&String> = objs
             .iter()
             .filter(|(p, o)| o["kind"] == "dataset" && path_showable(p) && unsupported(o))
@@ -360,7 +341,7 @@ fn unsupported_datasets_fail_with_eopnotsupp() {
 fn tree_matches_manifest() {
     let man = manifest();
     let mut failures = Vec::new();
-    let all = files(&man);
+    let all = files(man);
     for (name, objs) in all.clone() {
         let m = Mount::background(&data_file(&name), &[]);
         let root_addr = objs.get("/").and_then(|o| o["addr"].as_u64());
@@ -489,7 +470,7 @@ fn bytes_match_manifest_through_read_pread_dd_and_mmap() {
     let man = manifest();
     let mut failures = Vec::new();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    for (name, objs) in files(&man) {
+    for (name, objs) in files(man) {
         let sets = checked_datasets(&objs);
         if sets.is_empty() {
             continue;
@@ -570,24 +551,7 @@ fn read_full_at(f: &fs::File, buf: &mut [u8], off: u64) -> usize {
 
 /// sha256 of the file's bytes seen through a read-only mmap.
 fn mmap_sha(p: &Path, len: usize, shared: bool) -> nix::Result<String> {
-    use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
-    use std::num::NonZeroUsize;
-    let f = fs::File::open(p).unwrap();
-    let flags = if shared {
-        MapFlags::MAP_SHARED
-    } else {
-        MapFlags::MAP_PRIVATE
-    };
-    let nz = NonZeroUsize::new(len).unwrap();
-    // SAFETY: a fresh read-only mapping of a file nobody writes (the mount is read-only);
-    // the slice is used only before munmap and never outlives the mapping.
-    unsafe {
-        let addr = mmap(None, nz, ProtFlags::PROT_READ, flags, &f, 0)?;
-        let bytes = std::slice::from_raw_parts(addr.as_ptr().cast::<u8>(), len);
-        let h = sha256(bytes);
-        munmap(addr, len)?;
-        Ok(h)
-    }
+    Ok(sha256(harness::Mapping::of(p, len, shared)?.bytes()))
 }
 
 /// A number as numpy prints it: real (`1.`, `2.5e-05`, `nan`) or complex (`1.+2.j`, `(1+2j)`).
@@ -654,7 +618,7 @@ fn same_rendering(got: &str, want: &str) -> bool {
 fn xattrs_match_manifest() {
     let man = manifest();
     let mut failures = Vec::new();
-    for (name, objs) in files(&man) {
+    for (name, objs) in files(man) {
         let m = Mount::background(&data_file(&name), &[]);
         for (path, o) in &objs {
             if !path_showable(path)
@@ -737,7 +701,7 @@ fn xattrs_match_manifest() {
 #[test]
 fn mutations_are_erofs() {
     let man = manifest();
-    let (name, objs) = files(&man)
+    let (name, objs) = files(man)
         .into_iter()
         .find(|(_, o)| !checked_datasets(o).is_empty())
         .expect("a fixture with a dataset");
@@ -778,7 +742,7 @@ fn mutations_are_erofs() {
 fn eight_threads_read_random_ranges_at_once() {
     let man = manifest();
     // The fixture file with the most checked bytes.
-    let (name, objs) = files(&man)
+    let (name, objs) = files(man)
         .into_iter()
         .max_by_key(|(_, o)| checked_datasets(o).iter().map(|d| d.1).sum::<u64>())
         .expect("fixtures");
@@ -825,7 +789,7 @@ fn eight_threads_read_random_ranges_at_once() {
 fn large_directories_list_completely_and_stably() {
     let man = manifest();
     let mut best: Option<(String, String, usize)> = None;
-    for (name, objs) in files(&man) {
+    for (name, objs) in files(man) {
         for (path, o) in &objs {
             let n = o["links"].as_array().map_or(0, |l| l.len());
             if path_showable(path) && n > best.as_ref().map_or(0, |b| b.2) {

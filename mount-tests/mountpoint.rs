@@ -10,8 +10,7 @@ use harness::{mount_line, run, Mount};
 
 #[test]
 fn a_second_mount_on_the_same_directory_is_refused() {
-    let file =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data/groups_earliest.h5");
+    let file = harness::fixture("data/groups_earliest.h5");
     let m = Mount::background(&file, &[]);
     let before = std::fs::read_dir(m.path()).unwrap().count();
     assert!(before > 0);

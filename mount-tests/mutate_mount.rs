@@ -42,10 +42,6 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/bench/mutate")
 }
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures")
-}
-
 struct Outcome {
     code: Option<i32>,
     report: Value,
@@ -172,7 +168,7 @@ fn mutants_through_one_mount_kill_nothing_and_the_intact_files_still_read() {
             .iter()
             .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
             .collect();
-        let m = Mount::background(&fixtures().join(rel), &[]);
+        let m = Mount::background(&harness::fixture(rel), &[]);
         let want = harness::walk(m.path());
         assert!(want.len() >= 5, "{rel}: {want:?}");
         assert_eq!(

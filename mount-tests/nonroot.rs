@@ -16,7 +16,7 @@
 mod harness;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 
@@ -33,7 +33,7 @@ const DEV: &str = "/dev/fuse";
 static DEV_MODE: Mutex<()> = Mutex::new(());
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data/layouts_earliest.h5")
+    harness::fixture("data/layouts_earliest.h5")
 }
 
 fn is_root() -> bool {
@@ -221,7 +221,7 @@ fn root_view() -> serde_json::Value {
 #[test]
 fn an_ordinary_user_mounts_reads_and_unmounts() {
     if !is_root() {
-        eprintln!("skipped: the test acts as another user and needs root to do so");
+        harness::skip("the test acts as another user and needs root to do so");
         return;
     }
     let want = root_view();
@@ -264,7 +264,7 @@ fn an_ordinary_user_mounts_reads_and_unmounts() {
 #[test]
 fn a_fuse_device_the_user_cannot_open_fails_with_what_to_do() {
     if !is_root() {
-        eprintln!("skipped: the test acts as another user and needs root to do so");
+        harness::skip("the test acts as another user and needs root to do so");
         return;
     }
     let _mode = DevMode::set(0o600);

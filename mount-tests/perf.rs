@@ -25,18 +25,16 @@
 
 mod harness;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use harness::{Mount, Rng};
+use harness::{sha256, stats, Mapping, Mount, Rng, STATS_XATTR as STATS};
 use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
-use nix::sys::mman::{madvise, mlock, mmap, munmap, MapFlags, MmapAdvise, ProtFlags};
-use sha2::{Digest, Sha256};
+use nix::sys::mman::{madvise, mlock, MmapAdvise};
 
-const STATS: &str = "user.h5mount.stats";
 const DATASET: &str = "/gz_shuf_fixed";
 /// Its chunks (16 MiB / 256 KiB).
 const CHUNKS: u64 = 64;
@@ -47,7 +45,7 @@ const MIB: u64 = 1 << 20;
 const DEFAULT_REQUEST: u64 = 128 << 10;
 
 fn soak() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/big/soak.h5")
+    harness::fixture("big/soak.h5")
 }
 
 /// `(nbytes, sha256)` of `DATASET` per `soak.json`.
@@ -61,29 +59,8 @@ fn reference() -> (u64, String) {
     )
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// The mount's statistics, parsed.
-fn stats(m: &Mount) -> HashMap<String, u64> {
-    let raw = harness::getxattr(m.path(), STATS).expect("statistics xattr on the root");
-    let text = String::from_utf8(raw).unwrap();
-    text.lines()
-        .map(|l| {
-            let (k, v) = l
-                .split_once(' ')
-                .unwrap_or_else(|| panic!("bad line {l:?}"));
-            (k.to_string(), v.parse().unwrap())
-        })
-        .collect()
-}
-
 /// `after[key] - before[key]`.
-fn delta(before: &HashMap<String, u64>, after: &HashMap<String, u64>, key: &str) -> u64 {
+fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, key: &str) -> u64 {
     after[key] - before[key]
 }
 
@@ -184,7 +161,7 @@ fn sequential_read_is_large_decodes_each_chunk_once_and_prefetches() {
     let s = stats(&m);
     eprintln!("after a sequential read of {len} bytes: {s:?}");
     if s["readahead_kb"] == 0 {
-        eprintln!("SKIP request size check: the daemon could not raise read_ahead_kb");
+        harness::skip("request size check: the daemon could not raise read_ahead_kb");
         assert!(s["read_max_request"] >= DEFAULT_REQUEST);
     } else {
         // The kernel sends what the readahead allows, up to the 1 MiB asked for at init.
@@ -224,42 +201,25 @@ const PINNED: usize = 4 << 20;
 
 /// The first `len` bytes of a file mapped and locked in memory (`mlock`), unlocked and
 /// unmapped on drop: the kernel cannot reclaim those page-cache pages meanwhile.
-struct Pinned {
-    addr: std::ptr::NonNull<std::ffi::c_void>,
-    len: usize,
-}
+struct Pinned(Mapping);
 
 impl Pinned {
     fn new(f: &fs::File, len: usize) -> Pinned {
-        let nz = std::num::NonZeroUsize::new(len).unwrap();
-        // SAFETY: a fresh read-only shared mapping of a file on a read-only mount; it is only
-        // read through `bytes`, whose slices borrow `self`, and unmapped once, on drop.
-        let addr = unsafe { mmap(None, nz, ProtFlags::PROT_READ, MapFlags::MAP_SHARED, f, 0) }
-            .expect("mmap");
-        let pinned = Pinned { addr, len };
+        let map = Mapping::new(f, 0, len, true).expect("mmap");
         // Pages faulted in here (any reclaimed since they were read) come one by one, without
         // readahead: none is marked to start readahead when it is read later.
-        // SAFETY: advice and lock on the mapping just made, of exactly its length.
-        unsafe { madvise(addr, len, MmapAdvise::MADV_RANDOM) }.expect("madvise");
+        // SAFETY: advice and lock on the mapping just made, of exactly its length; unmapping
+        // it on drop also unlocks it.
+        unsafe { madvise(map.addr(), len, MmapAdvise::MADV_RANDOM) }.expect("madvise");
         // SAFETY: as above.
-        unsafe { mlock(addr, len) }.unwrap_or_else(|e| {
+        unsafe { mlock(map.addr(), len) }.unwrap_or_else(|e| {
             panic!("mlock of {len} bytes: {e} (the test needs RLIMIT_MEMLOCK of 4 MiB or more)")
         });
-        pinned
+        Pinned(map)
     }
 
     fn bytes(&self) -> &[u8] {
-        // SAFETY: `addr` maps `len` readable bytes until drop; the borrow ties the slice to
-        // `self`.
-        unsafe { std::slice::from_raw_parts(self.addr.as_ptr().cast::<u8>(), self.len) }
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, unmapped once (which also unlocks it); no slice
-        // of it outlives `self`.
-        let _ = unsafe { munmap(self.addr, self.len) };
+        self.0.bytes()
     }
 }
 
@@ -356,7 +316,7 @@ fn bdi_readahead_is_what_the_daemon_reports() {
             !nix::unistd::geteuid().is_root(),
             "root, yet readahead not set"
         );
-        eprintln!("SKIP: {knob} not writable here; left at {actual} KiB");
+        harness::skip(&format!("{knob} not writable here; left at {actual} KiB"));
         return;
     }
     assert_eq!(s["readahead_kb"], 1024);
@@ -383,7 +343,7 @@ fn readahead_option_sets_or_leaves_the_bdi() {
     let s = stats(&m);
     if !nix::unistd::geteuid().is_root() {
         assert_eq!(s["readahead_kb"], 0, "{s:?}");
-        eprintln!("SKIP: not root, the bdi's readahead cannot be set");
+        harness::skip("not root, the bdi's readahead cannot be set");
         return;
     }
     assert_eq!(s["readahead_kb"], 512, "{s:?}");
@@ -398,11 +358,11 @@ fn readahead_option_sets_or_leaves_the_bdi() {
 fn max_request_asks_for_4_mib_where_the_kernel_allows_it() {
     const LIMIT: &str = "/proc/sys/fs/fuse/max_pages_limit";
     let Ok(old) = fs::read_to_string(LIMIT) else {
-        eprintln!("SKIP: {LIMIT} does not exist (a kernel before 6.13)");
+        harness::skip(&format!("{LIMIT} does not exist (a kernel before 6.13)"));
         return;
     };
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIP: not root, {LIMIT} cannot be raised");
+        harness::skip(&format!("not root, {LIMIT} cannot be raised"));
         return;
     }
     /// Puts the machine's limit back, however the test ends.
@@ -432,31 +392,15 @@ fn mmap_read_in_order_uses_large_requests() {
     let (len, sha) = reference();
     let m = Mount::background(&soak(), &[]);
     let f = fs::File::open(m.at(DATASET)).unwrap();
-    let n = std::num::NonZeroUsize::new(len as usize).unwrap();
-    // SAFETY: a fresh read-only private mapping of a file nobody writes (the mount is
-    // read-only); unmapped below before `f` closes, and only read through `map`.
-    let ptr = unsafe {
-        nix::sys::mman::mmap(
-            None,
-            n,
-            nix::sys::mman::ProtFlags::PROT_READ,
-            nix::sys::mman::MapFlags::MAP_PRIVATE,
-            &f,
-            0,
-        )
-        .unwrap()
-    };
-    // SAFETY: `ptr` maps `len` readable bytes until the munmap below.
-    let map = unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), len as usize) };
+    let map = Mapping::new(&f, 0, len as usize, false).expect("mmap");
     // Touch the pages in order (the hash reads them front to back).
-    let digest = sha256(map);
-    // SAFETY: `ptr`/`len` are the mapping made above; `map` is not used after this.
-    unsafe { nix::sys::mman::munmap(ptr, len as usize).unwrap() };
+    let digest = sha256(map.bytes());
+    drop(map);
     assert_eq!(digest, sha);
     let s = stats(&m);
     eprintln!("after an mmap read of {len} bytes: {s:?}");
     if s["readahead_kb"] == 0 {
-        eprintln!("SKIP request size check: the daemon could not raise read_ahead_kb");
+        harness::skip("request size check: the daemon could not raise read_ahead_kb");
         return;
     }
     assert!(s["read_max_request"] > DEFAULT_REQUEST, "{s:?}");
@@ -474,7 +418,7 @@ fn read_uncached(p: &Path, len: usize) -> Vec<u8> {
 }
 
 fn extlinks() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/extlinks")
+    harness::fixture("extlinks")
 }
 
 /// `expected.json` of the external-link fixtures.
@@ -559,7 +503,7 @@ fn after_a_refresh_one_cache_serves_the_new_state_and_the_external_files() {
 
 #[test]
 fn virtual_dataset_sources_decode_into_the_mount_cache() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/vds");
+    let dir = harness::fixture("vds");
     let text = fs::read_to_string(dir.join("expected.json")).unwrap();
     let want: serde_json::Value = serde_json::from_str(&text).unwrap();
     for form in ["earliest", "latest"] {
@@ -580,7 +524,7 @@ fn virtual_dataset_sources_decode_into_the_mount_cache() {
 
 #[test]
 fn stats_win_over_a_root_attribute_of_the_same_name() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/perf");
+    let dir = harness::fixture("perf");
     for form in ["earliest", "latest"] {
         let m = Mount::background(&dir.join(format!("rootattr_{form}.h5")), &[]);
         let value = harness::getxattr(m.path(), STATS).unwrap();

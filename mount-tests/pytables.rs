@@ -9,7 +9,7 @@
 mod harness;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use h5mount::error::ErrorClass;
@@ -22,13 +22,12 @@ use serde_json::Value;
 const FILES: [&str; 2] = ["tables_v1.h5", "h5py_v1.h5"];
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/pytables")
+    harness::fixture("pytables")
 }
 
 /// expected.json by file, then by object path (`/`, `/runs/calib`).
 fn expected() -> BTreeMap<String, BTreeMap<String, Value>> {
-    let text = std::fs::read_to_string(dir().join("expected.json")).unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
+    let v = harness::expected_json("pytables");
     let mut out: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
     for (k, e) in v.as_object().unwrap() {
         let (file, path) = k.split_once('/').unwrap();

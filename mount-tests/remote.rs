@@ -65,7 +65,7 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use harness::{stats, wait_for, walk, Mount};
+use harness::{data_dir, stats, wait_for, walk, Mount};
 use servers::{Nginx, Seaweed};
 
 /// A mount of `url` that sends only the requests its test asks for (no background warm-up
@@ -75,10 +75,6 @@ fn counted(url: &str, extra: &[&str]) -> Mount {
     let mut args = vec!["--no-warm-up"];
     args.extend_from_slice(extra);
     Mount::background(Path::new(url), &args)
-}
-
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data")
 }
 
 /// The requests nginx logged, as "METHOD STATUS".
@@ -219,7 +215,7 @@ fn a_remote_mount_lists_its_root_in_the_background() {
 fn an_object_replaced_while_mounted_fails_its_reads_never_mixing() {
     let tmp = tempfile::tempdir().unwrap();
     let served = tmp.path().join("f.h5");
-    let big = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/big/soak.h5");
+    let big = harness::fixture("big/soak.h5");
     fs::copy(&big, &served).unwrap();
     let Some(ng) = Nginx::start(tmp.path(), 0) else {
         return;
@@ -336,7 +332,7 @@ fn a_server_gone_fails_reads_within_the_bound_and_the_mount_lives_on() {
     let Some(ng) = Nginx::start(&data_dir(), 0) else {
         return;
     };
-    let big = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/big");
+    let big = harness::fixture("big");
     let Some(ng_big) = Nginx::start(&big, 0) else {
         return;
     };
@@ -361,7 +357,7 @@ fn a_server_gone_fails_reads_within_the_bound_and_the_mount_lives_on() {
 
 #[test]
 fn a_server_back_after_an_outage_serves_what_was_never_fetched() {
-    let big = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/big");
+    let big = harness::fixture("big");
     let refs: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(big.join("soak.json")).unwrap()).unwrap();
     let sha = |name: &str| {
@@ -690,7 +686,7 @@ fn a_server_slower_than_the_request_timeout_is_an_error_within_the_bound() {
 // Requests counted: the fixtures of mount-tests/fixtures/remote (see make_remote.py there).
 
 fn remote_fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/remote")
+    harness::fixture("remote")
 }
 
 /// Blocks in which make_remote.py placed apart what the tests count: a metadata miss of the
@@ -1593,7 +1589,7 @@ fn statistics_show_every_remote_counter() {
         "remote_p99_us",
     ];
     let text =
-        String::from_utf8(harness::getxattr(m.path(), "user.h5mount.stats").unwrap()).unwrap();
+        String::from_utf8(harness::getxattr(m.path(), harness::STATS_XATTR).unwrap()).unwrap();
     for k in keys {
         assert_eq!(
             text.lines()

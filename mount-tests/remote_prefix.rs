@@ -13,14 +13,10 @@ mod harness;
 mod servers;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use harness::{stats, walk, Mount};
+use harness::{data_dir, stats, walk, Mount};
 use servers::Seaweed;
-
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data")
-}
 
 fn mount_prefix(sw: &Seaweed, url: &str) -> Mount {
     let endpoint = sw.endpoint();
@@ -260,7 +256,7 @@ fn with_refresh_a_replaced_object_is_served_afresh() {
 
 #[test]
 fn a_file_with_its_own_pages_is_fetched_in_whole_pages() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/paged");
+    let dir = harness::fixture("paged");
     let Some(ng) = servers::Nginx::start(&dir, 0) else {
         return;
     };

@@ -29,16 +29,12 @@ mod servers;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use aws_sts_fake::FakeSts;
-use harness::{walk, Mount};
+use harness::{data_dir, walk, Mount};
 use servers::Seaweed;
-
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data")
-}
 
 const NAME: &str = "chunked_many_latest.h5";
 /// Text that stands for a secret a helper prints: never in a message.

@@ -9,8 +9,9 @@
 //! a private temp dir; the one thing outside it is weed's gRPC Unix sockets (fixed paths in
 //! /tmp, see [`Seaweed`]), removed on drop.
 //!
-//! When a server is not installed, `start` prints why and returns `None`, so the test can skip;
-//! with `H5MOUNT_REQUIRE_SERVERS` set (not empty, not `0`) it panics instead. A server that is
+//! When a server is not installed, `start` reports a skip (`common/skip.rs`: counted by
+//! `mount-tests/run`) and returns `None`, so the test can return; with
+//! `H5MOUNT_REQUIRE_SERVERS` set (not empty, not `0`) it panics instead. A server that is
 //! installed but fails to start is always a panic, with its log.
 //!
 //! Also here: a tiny HTTP/1.1 client ([`http_request`]) and AWS Signature V4 signing
@@ -30,6 +31,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+
+// Included here rather than taken from `harness` (which includes them too): some binaries
+// include this module without the harness. In those with both, each file is compiled twice,
+// as two private modules: harmless.
+#[allow(clippy::duplicate_mod)]
+#[path = "common/data.rs"]
+mod data;
+#[allow(clippy::duplicate_mod)]
+#[path = "common/skip.rs"]
+mod skip;
+
+use data::{hex, sha256 as sha256_hex};
 use sha2::{Digest, Sha256};
 
 /// How long nginx may take to answer after being started.
@@ -42,17 +55,20 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// Attempts at starting a server when a port picked by [`free_ports`] was taken meanwhile.
 const START_ATTEMPTS: usize = 3;
 
+/// The variable that makes a missing server fail the tests instead of skipping them.
+pub const REQUIRE_SERVERS: &str = "H5MOUNT_REQUIRE_SERVERS";
+
 /// True when `H5MOUNT_REQUIRE_SERVERS` asks for missing servers to fail the tests.
 pub fn servers_required() -> bool {
-    std::env::var_os("H5MOUNT_REQUIRE_SERVERS").is_some_and(|v| !v.is_empty() && v != "0")
+    skip::required(REQUIRE_SERVERS)
 }
 
 /// The server `what` cannot be used because of `why`: skip (None), or panic when required.
 fn unavailable<T>(what: &str, why: &str) -> Option<T> {
-    if servers_required() {
-        panic!("{what} is required (H5MOUNT_REQUIRE_SERVERS) but {why}; run mount-tests/install-servers");
-    }
-    eprintln!("skipping: {what} is not available ({why}); run mount-tests/install-servers");
+    skip::require_or_skip(
+        REQUIRE_SERVERS,
+        &format!("{what} is not available ({why}); run mount-tests/install-servers"),
+    );
     None
 }
 
@@ -333,15 +349,6 @@ pub fn uri_encode(s: &str, keep_slash: bool) -> String {
 
 // ---------------------------------------------------------------------------------------------
 // AWS Signature Version 4
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Hex SHA-256 of `data`.
-pub fn sha256_hex(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
-}
 
 /// HMAC-SHA256 (RFC 2104) of `msg` under `key`.
 pub fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {

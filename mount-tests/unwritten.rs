@@ -5,19 +5,17 @@
 
 mod harness;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use h5mount::model::{File, LinkTarget, OpenOptions};
 use harness::{read_three_ways, sha256, Mount};
-use serde_json::Value;
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/unwritten")
+    harness::fixture("unwritten")
 }
 
 fn expected() -> Vec<(String, String, u64, String)> {
-    let text = std::fs::read_to_string(dir().join("expected.json")).unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
+    let v = harness::expected_json("unwritten");
     v.as_object()
         .unwrap()
         .iter()

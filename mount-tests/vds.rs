@@ -8,24 +8,20 @@
 
 mod harness;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use h5mount::model::{File, OpenOptions};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/vds")
+    harness::fixture("vds")
 }
 
 fn expected() -> serde_json::Map<String, Value> {
-    let text = std::fs::read_to_string(dir().join("expected.json")).expect("expected.json");
-    let v: Value = serde_json::from_str(&text).expect("expected.json parses");
-    v.as_object().expect("an object").clone()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    harness::expected_json("vds")
+        .as_object()
+        .expect("an object")
+        .clone()
 }
 
 fn read(d: &h5mount::model::Dataset, offset: u64, len: usize) -> Vec<u8> {
@@ -67,9 +63,7 @@ fn virtual_datasets_match_h5py() {
             continue;
         }
         let all = read(&d, 0, nbytes as usize + 16);
-        if all.len() as u64 != nbytes
-            || hex(&Sha256::digest(&all)) != want["sha256"].as_str().unwrap()
-        {
+        if all.len() as u64 != nbytes || harness::sha256(&all) != want["sha256"].as_str().unwrap() {
             failures.push(format!("{key}: bytes differ from h5py"));
             continue;
         }
@@ -125,7 +119,7 @@ fn virtual_datasets_match_h5py_through_the_mount() {
 /// The fixtures of the main corpus (sources in the same file and in another file) too.
 #[test]
 fn corpus_virtual_fixtures() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures/data");
+    let data = harness::fixture("data");
     for form in ["earliest", "latest"] {
         let f = File::open(
             &data.join(format!("virtual_{form}.h5")),
@@ -135,7 +129,7 @@ fn corpus_virtual_fixtures() {
         let d = f.dataset(f.resolve("/vds_external").unwrap()).unwrap();
         let got = read(&d, 0, 64);
         assert_eq!(
-            hex(&got),
+            harness::hex(&got),
             "0700000008000000090000000a00000000000000000000000000000000000000",
             "{form}"
         );

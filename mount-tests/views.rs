@@ -8,33 +8,24 @@
 //! `dump_views` (ignored by default) writes every view to `$H5MOUNT_VIEWS_DUMP` for
 //! `mount-tests/views_check.py`, which checks them with numpy, h5py and GDAL.
 
-use std::path::{Path, PathBuf};
+mod harness;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use h5mount::model::{Dataset, File, OpenOptions};
 use h5mount::views::{npy, ByteOrderMode, View, ViewKind, ViewOptions, ViewSet};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
-
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mount-tests/fixtures")
-}
-
-fn manifest() -> Value {
-    let p = fixtures_dir().join("manifest.json");
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).expect("manifest.json parses")
-}
 
 /// Fixture file name, open file, dataset path, manifest entry, dataset.
 type Entry = (String, Arc<File>, String, Value, Arc<Dataset>);
 
 /// Every dataset of the corpus.
 fn datasets() -> Vec<Entry> {
-    let m = manifest();
+    let m = harness::manifest();
     let mut out = Vec::new();
     for (fname, fv) in m["files"].as_object().unwrap() {
-        let path = fixtures_dir().join("data").join(fname);
+        let path = harness::data_dir().join(fname);
         let Ok(f) = File::open(&path, &OpenOptions::default()) else {
             continue;
         };
@@ -105,13 +96,6 @@ fn shape_of(o: &Value) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-fn sha_hex(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
-
 #[test]
 fn npy_headers_and_data_match_the_raw_image() {
     let mut checked = 0;
@@ -171,7 +155,11 @@ fn npy_headers_and_data_match_the_raw_image() {
         // For types libhdf5 converts on read (space-padded strings), the manifest also records
         // the digest of the stored bytes, which is what is served.
         if let Some(sha) = o["raw_sha256"].as_str().or(o["sha256"].as_str()) {
-            assert_eq!(sha_hex(data), sha, "{what}: npy data is the raw image");
+            assert_eq!(
+                harness::sha256(data),
+                sha,
+                "{what}: npy data is the raw image"
+            );
         }
         check_ranges(v, &whole, &what);
         checked += 1;

@@ -75,15 +75,16 @@ def check_native(c, where, path, h):
 
 
 def check_gdal(c, pairs, tmp):
+    """Check the ENVI pairs with GDAL; returns why it could not, or None."""
     if not os.path.exists(GDAL_PY) or subprocess.run(
             [GDAL_PY, "-c", "from osgeo import gdal; import numpy"],
             capture_output=True).returncode != 0:
-        print(f"GDAL part skipped: {GDAL_PY} with osgeo.gdal and numpy not available")
-        return
+        return f"GDAL: {GDAL_PY} with osgeo.gdal and numpy not available"
     args = [f"{p}={tmp}/{i}.npy" for i, (p, _, _) in enumerate(pairs)]
     r = subprocess.run([GDAL_PY, "-c", GDAL_READER, *args], capture_output=True, text=True)
     if r.returncode != 0:
-        return c.fail("gdal", r.stderr.strip()[-500:])
+        c.fail("gdal", r.stderr.strip()[-500:])
+        return None
     results = json.loads(r.stdout.strip().splitlines()[-1])
     for i, (path, where, h) in enumerate(pairs):
         res = results.get(str(path))
@@ -145,10 +146,9 @@ def main():
             if exists(Path(str(path) + ".hdr")):
                 pairs.append((path, where, np.asarray(h)))
     with tempfile.TemporaryDirectory(prefix="h5mount-gdal-") as tmp:
-        if pairs:
-            check_gdal(c, pairs, tmp)
+        skipped = [why for why in [check_gdal(c, pairs, tmp) if pairs else None] if why]
     print(json.dumps({"file": os.path.basename(fname), "tree": tree, "ok": c.counts,
-                      "failures": c.failures[:20]}))
+                      "skipped": skipped, "failures": c.failures[:20]}))
     sys.exit(1 if c.failures else 0)
 
 

@@ -234,15 +234,7 @@ pub fn group_symbol_nodes(storage: &Storage, root: u64, sizes: Sizes) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-
-    fn storage_with(bytes: &[u8]) -> (tempfile::NamedTempFile, Storage) {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(bytes).unwrap();
-        f.flush().unwrap();
-        let s = Storage::open(f.path()).unwrap();
-        (f, s)
-    }
+    use crate::io::testutil::memory_storage;
 
     fn node_head(ntype: u8, level: u8, entries: u16) -> Vec<u8> {
         let mut v = b"TREE".to_vec();
@@ -269,7 +261,7 @@ mod tests {
         chunk_key(&mut v, 90, 1, &[0, 5, 0]);
         v.extend(0x2000u64.to_le_bytes());
         chunk_key(&mut v, 0, 0, &[4, 10, 0]);
-        let (_f, s) = storage_with(&v);
+        let s = memory_storage(&v);
         let n = BtreeV1Node::read(&s, 0, Sizes::DEFAULT, 3).unwrap();
         assert_eq!(n.level, 0);
         assert_eq!(n.children, vec![0x1000, 0x2000]);
@@ -284,7 +276,7 @@ mod tests {
         assert!(BtreeV1Node::read_bounded(&s, 0, Sizes::DEFAULT, 3, 1).is_err());
         // One entry too many for the bytes present.
         v[6] = 3;
-        let (_f, s) = storage_with(&v);
+        let s = memory_storage(&v);
         assert!(BtreeV1Node::read(&s, 0, Sizes::DEFAULT, 3).is_err());
     }
 
@@ -300,7 +292,7 @@ mod tests {
         chunk_key(&mut v, 7, 0, &[8, 0]);
         v.extend(0x40u32.to_le_bytes());
         chunk_key(&mut v, 0, 0, &[16, 0]);
-        let (_f, s) = storage_with(&v);
+        let s = memory_storage(&v);
         let n = BtreeV1Node::read(&s, 0, s4, 2).unwrap();
         assert_eq!((n.left, n.right), (UNDEFINED_ADDR, UNDEFINED_ADDR));
         assert_eq!(n.children, vec![0x40]);
@@ -328,14 +320,14 @@ mod tests {
             leaf.extend(3u64.to_le_bytes());
             img[at..at + leaf.len()].copy_from_slice(&leaf);
         }
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         assert_eq!(
             group_symbol_nodes(&s, 0, Sizes::DEFAULT).unwrap(),
             vec![0x500, 0x600]
         );
         // Second child points back at the first: a revisit.
         img[24 + 24..24 + 32].copy_from_slice(&100u64.to_le_bytes());
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         assert!(group_symbol_nodes(&s, 0, Sizes::DEFAULT).is_err());
     }
 }

@@ -462,8 +462,8 @@ pub fn element_at(
 mod tests {
     use super::*;
     use crate::io::checksum::lookup3;
+    use crate::io::testutil::memory_storage;
     use crate::io::UNDEFINED_ADDR;
-    use std::io::Write;
 
     fn seal(v: &mut Vec<u8>) {
         let s = lookup3(v, 0);
@@ -496,17 +496,9 @@ mod tests {
         img
     }
 
-    fn storage_with(bytes: &[u8]) -> (tempfile::NamedTempFile, Storage) {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(bytes).unwrap();
-        f.flush().unwrap();
-        let s = Storage::open(f.path()).unwrap();
-        (f, s)
-    }
-
     #[test]
     fn header_index_block_and_geometry() {
-        let (_f, s) = storage_with(&image());
+        let s = memory_storage(&image());
         let h = ExtensibleArrayHeader::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!(h.sblks.len(), 29);
         assert_eq!((h.iblock_nsblks(), h.iblock_ndblk_addrs()), (4, 6));
@@ -530,7 +522,7 @@ mod tests {
 
     #[test]
     fn locate_walks_super_blocks() {
-        let (_f, s) = storage_with(&image());
+        let s = memory_storage(&image());
         let h = ExtensibleArrayHeader::read(&s, 0, Sizes::DEFAULT).unwrap();
         use ElementLocation::*;
         assert_eq!(h.locate(3).unwrap(), IndexBlock { index: 3 });
@@ -562,7 +554,7 @@ mod tests {
         img[10] = 12;
         let sum = lookup3(&img[..68], 0);
         img[68..72].copy_from_slice(&sum.to_le_bytes());
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         assert!(ExtensibleArrayHeader::read(&s, 0, Sizes::DEFAULT).is_err());
     }
 }

@@ -327,19 +327,11 @@ pub fn is_undefined(e: &ChunkElement) -> bool {
 mod tests {
     use super::*;
     use crate::io::checksum::lookup3;
-    use std::io::Write;
+    use crate::io::testutil::memory_storage;
 
     fn seal(v: &mut Vec<u8>) {
         let s = lookup3(v, 0);
         v.extend(s.to_le_bytes());
-    }
-
-    fn storage_with(bytes: &[u8]) -> (tempfile::NamedTempFile, Storage) {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(bytes).unwrap();
-        f.flush().unwrap();
-        let s = Storage::open(f.path()).unwrap();
-        (f, s)
     }
 
     /// FAHD at 0 and FADB at 64 for three filtered elements with 2-byte sizes.
@@ -367,7 +359,7 @@ mod tests {
     #[test]
     fn header_and_inline_block() {
         let img = image();
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         let h = FixedArrayHeader::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!((h.client_id, h.element_size, h.max_entries), (1, 14, 3));
         assert_eq!(h.npages(), 0);
@@ -386,14 +378,14 @@ mod tests {
     fn checksums_are_verified() {
         let mut img = image();
         img[64 + 20] ^= 1;
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         let h = FixedArrayHeader::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert!(matches!(
             FixedArrayDataBlock::read(&s, &h, Sizes::DEFAULT),
             Err(Error::Checksum { .. })
         ));
         img[8] ^= 1;
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         assert!(FixedArrayHeader::read(&s, 0, Sizes::DEFAULT).is_err());
     }
 

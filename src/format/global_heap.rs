@@ -334,8 +334,8 @@ fn slice(buf: &[u8], start: u64, off: u64, len: u64) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::testutil::memory_storage;
     use crate::io::testutil::Sparse;
-    use std::io::Write;
     use std::sync::Arc;
 
     fn obj(index: u16, data: &[u8]) -> Vec<u8> {
@@ -358,20 +358,13 @@ mod tests {
         b
     }
 
-    fn storage_with(bytes: &[u8]) -> (tempfile::NamedTempFile, Storage) {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(bytes).unwrap();
-        let s = Storage::open(f.path()).unwrap();
-        (f, s)
-    }
-
     #[test]
     fn objects_and_free_space() {
         let img = collection(
             &[obj(1, b"hello"), obj(2, b"0123456789abcdef"), obj(0, &[])],
             128,
         );
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         let g = GlobalHeapCollection::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!(g.objects.len(), 2);
         assert_eq!(g.get(1).unwrap(), b"hello");
@@ -384,7 +377,7 @@ mod tests {
         assert!(e.contains("no object 3"), "{e}");
         // Out of order, and an object ending flush with the collection (no padding left).
         let img = collection(&[obj(7, b"seven"), obj(3, b"abc")], 16 + 24 + 19);
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         let g = GlobalHeapCollection::open(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!(g.object(&s, 3, 3).unwrap(), b"abc");
         assert_eq!(g.object(&s, 7, 5).unwrap(), b"seven");
@@ -401,7 +394,7 @@ mod tests {
         let mut o = obj(1, b"abc");
         o[8..16].copy_from_slice(&1000u64.to_le_bytes());
         let img = collection(&[o], 64);
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         assert!(GlobalHeapCollection::read(&s, 0, Sizes::DEFAULT).is_err());
         let g = GlobalHeapCollection::open(&s, 0, Sizes::DEFAULT).unwrap();
         let e = g.object(&s, 1, 1000).unwrap_err().to_string();
@@ -409,7 +402,7 @@ mod tests {
         // A collection size beyond the file is refused.
         let mut img = collection(&[], 64);
         img[8..16].copy_from_slice(&(1u64 << 50).to_le_bytes());
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         assert!(GlobalHeapCollection::read(&s, 0, Sizes::DEFAULT).is_err());
     }
 
@@ -508,7 +501,7 @@ mod tests {
             img.resize(img.len().div_ceil(8) * 8, 0);
         }
         img.resize(64, 0);
-        let (_f, s) = storage_with(&img);
+        let s = memory_storage(&img);
         let sizes = Sizes {
             offset: 4,
             length: 4,

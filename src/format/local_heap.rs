@@ -248,17 +248,9 @@ impl LocalHeap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::testutil::memory_storage;
     use crate::io::testutil::Sparse;
-    use std::io::Write;
     use std::sync::Arc;
-
-    fn storage_with(bytes: &[u8]) -> (tempfile::NamedTempFile, Storage) {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(bytes).unwrap();
-        f.flush().unwrap();
-        let s = Storage::open(f.path()).unwrap();
-        (f, s)
-    }
 
     /// A heap header at 0 whose data segment (`seg`, claimed `seg_size` bytes) follows it.
     fn image(seg_size: u64, seg: &[u8]) -> Vec<u8> {
@@ -280,7 +272,7 @@ mod tests {
 
     #[test]
     fn strings_by_offset() {
-        let (_f, s) = storage_with(&image(SEG.len() as u64, SEG));
+        let s = memory_storage(&image(SEG.len() as u64, SEG));
         let h = LocalHeap::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!(h.data_addr, 32);
         assert_eq!(h.string_at(0).unwrap(), b"");
@@ -293,7 +285,7 @@ mod tests {
     /// Loaded whole or read string by string, a heap answers the same.
     #[test]
     fn loaded_and_unloaded_heaps_answer_alike() {
-        let (_f, s) = storage_with(&image(SEG.len() as u64, SEG));
+        let s = memory_storage(&image(SEG.len() as u64, SEG));
         let loaded = LocalHeap::read_for(&s, 0, Sizes::DEFAULT, 2).unwrap();
         assert!(loaded.is_loaded());
         let lazy = LocalHeap::open(&s, 0, Sizes::DEFAULT).unwrap();
@@ -310,7 +302,7 @@ mod tests {
             }
         }
         // A string running to the end of the segment without a NUL.
-        let (_f, s) = storage_with(&image(4, b"abcd"));
+        let s = memory_storage(&image(4, b"abcd"));
         for h in [
             LocalHeap::read(&s, 0, Sizes::DEFAULT).unwrap(),
             LocalHeap::open(&s, 0, Sizes::DEFAULT).unwrap(),
@@ -392,7 +384,7 @@ mod tests {
         assert_eq!(whole_read_bound(usize::MAX), u64::MAX);
         // A segment just over the bound is left in the file.
         let seg = vec![0u8; (64 << 10) + 8];
-        let (_f, s) = storage_with(&image(seg.len() as u64, &seg));
+        let s = memory_storage(&image(seg.len() as u64, &seg));
         assert!(!LocalHeap::read_for(&s, 0, Sizes::DEFAULT, 3)
             .unwrap()
             .is_loaded());

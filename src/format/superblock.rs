@@ -360,7 +360,8 @@ mod tests {
         assert_eq!(file_space_page_size(&msg(1, 1, 5000), sizes), None);
         assert_eq!(file_space_page_size(&msg(1, 1, 4096)[..10], sizes), None);
     }
-    use crate::format::object_header::testutil::{seal, storage, v2_header, v2_msg};
+    use crate::format::object_header::testutil::{seal, v2_header, v2_msg};
+    use crate::io::testutil::memory_storage;
 
     /// A v0 (or v1) superblock with 8-byte widths whose stored base is `base`.
     fn v0(version: u8, base: u64, root: u64) -> Vec<u8> {
@@ -401,7 +402,7 @@ mod tests {
 
     #[test]
     fn v0_at_zero() {
-        let (_f, s) = storage(&with_user_block(0, &v0(0, 0, 0x60)));
+        let s = memory_storage(&with_user_block(0, &v0(0, 0, 0x60)));
         let (sb, based) = Superblock::locate(&s).unwrap();
         assert_eq!(sb.version, 0);
         assert_eq!(sb.sizes, Sizes::DEFAULT);
@@ -417,7 +418,7 @@ mod tests {
     #[test]
     fn v1_at_512_with_base_0_and_base_512() {
         for stored in [0, 512] {
-            let (_f, s) = storage(&with_user_block(512, &v0(1, stored, 0x60)));
+            let s = memory_storage(&with_user_block(512, &v0(1, stored, 0x60)));
             let (sb, based) = Superblock::locate(&s).unwrap();
             assert_eq!(sb.version, 1);
             assert_eq!(sb.base_addr, 512);
@@ -430,7 +431,7 @@ mod tests {
     #[test]
     fn v2_and_v3_checksum() {
         for version in [2, 3] {
-            let (_f, s) = storage(&with_user_block(2048, &v2(version, 8, 0, u64::MAX, 0x30)));
+            let s = memory_storage(&with_user_block(2048, &v2(version, 8, 0, u64::MAX, 0x30)));
             let (sb, based) = Superblock::locate(&s).unwrap();
             assert_eq!(sb.version, version);
             assert_eq!((sb.base_addr, based.base()), (2048, 2048));
@@ -441,7 +442,7 @@ mod tests {
         }
         let mut bad = v2(2, 8, 0, u64::MAX, 0x30);
         bad[20] ^= 0x01;
-        let (_f, s) = storage(&with_user_block(0, &bad));
+        let s = memory_storage(&with_user_block(0, &bad));
         assert!(matches!(
             Superblock::locate(&s),
             Err(Error::Checksum { .. })
@@ -459,7 +460,7 @@ mod tests {
         let mut image = with_user_block(512, &sb);
         image.truncate(512 + 0x40);
         image.extend(ext);
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         let (sb, _) = Superblock::locate(&s).unwrap();
         assert_eq!(sb.sizes.offset, 4);
         assert_eq!(sb.extension_addr, Some(0x40));
@@ -481,12 +482,12 @@ mod tests {
         sb[48..56].copy_from_slice(&0x80u64.to_le_bytes());
         let mut image = with_user_block(0, &sb);
         image[0x80..0x90].copy_from_slice(b"\0\0\0\0\x08\0\0\0NCSAfami");
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         let e = Superblock::locate(&s).unwrap_err();
         assert!(e.to_string().contains("NCSAfami"), "{e}");
         // Another driver identification is accepted.
         image[0x88..0x90].copy_from_slice(b"NCSAsec2");
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         assert_eq!(
             Superblock::locate(&s).unwrap().0.driver_info_addr,
             Some(0x80)
@@ -496,27 +497,27 @@ mod tests {
     #[test]
     fn rejects() {
         // Not HDF5.
-        let (_f, s) = storage(&[0u8; 4096]);
+        let s = memory_storage(&[0u8; 4096]);
         assert!(Superblock::locate(&s).is_err());
         // Size of offsets 3.
         let mut sb = v0(0, 0, 0x60);
         sb[13] = 3;
-        let (_f, s) = storage(&with_user_block(0, &sb));
+        let s = memory_storage(&with_user_block(0, &sb));
         let e = Superblock::locate(&s).unwrap_err();
         assert!(e.to_string().contains("size of offsets"), "{e}");
         // Unknown version.
         let mut sb = v0(0, 0, 0x60);
         sb[8] = 9;
-        let (_f, s) = storage(&with_user_block(0, &sb));
+        let s = memory_storage(&with_user_block(0, &sb));
         assert!(matches!(
             Superblock::locate(&s),
             Err(Error::Unsupported { .. })
         ));
         // Truncated superblock right after the signature.
-        let (_f, s) = storage(&SIGNATURE);
+        let s = memory_storage(&SIGNATURE);
         assert!(Superblock::locate(&s).is_err());
         // Signature at a non-searched offset is not found.
-        let (_f, s) = storage(&with_user_block(100, &v0(0, 0, 0x60)));
+        let s = memory_storage(&with_user_block(100, &v0(0, 0, 0x60)));
         assert!(Superblock::locate(&s).is_err());
     }
 }

@@ -101,7 +101,7 @@ impl SymbolTableNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use crate::io::testutil::memory_storage;
 
     fn entry(name: u64, hdr: u64, ty: u32, scratch: &[u8]) -> Vec<u8> {
         let mut b = Vec::new();
@@ -123,9 +123,7 @@ mod tests {
         g.extend_from_slice(&0x500u64.to_le_bytes());
         img.extend(entry(16, 0x600, 1, &g));
         img.extend(entry(24, u64::MAX, 2, &40u32.to_le_bytes()));
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(&img).unwrap();
-        let s = Storage::open(f.path()).unwrap();
+        let s = memory_storage(&img);
         let n = SymbolTableNode::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!(n.entries.len(), 3);
         assert_eq!(n.entries[0].scratch, Scratch::None);
@@ -147,9 +145,7 @@ mod tests {
         assert!(SymbolTableEntry::parse(&mut Cursor::new(&e, 0, "t"), Sizes::DEFAULT).is_err());
         let mut img = b"SNOD\x01\x00\x05\x00".to_vec();
         img.extend(entry(8, 0x300, 0, &[]));
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(&img).unwrap();
-        let s = Storage::open(f.path()).unwrap();
+        let s = memory_storage(&img);
         assert!(SymbolTableNode::read(&s, 0, Sizes::DEFAULT).is_err());
     }
 }

@@ -131,6 +131,15 @@ pub(crate) mod testutil {
         }
     }
 
+    /// Storage over a byte image held in memory ([`super::Memory`]): what a unit test of a
+    /// reader needs, without a temporary file.
+    pub fn memory_storage(image: &[u8]) -> super::Storage {
+        super::Storage::from_source(std::sync::Arc::new(super::Memory::new(
+            image.to_vec(),
+            "test image",
+        )))
+    }
+
     /// Bytes from a hex string (`"0a1b"` → `[0x0a, 0x1b]`), for byte images in tests.
     pub fn hex(s: &str) -> Vec<u8> {
         (0..s.len())

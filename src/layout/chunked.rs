@@ -929,7 +929,6 @@ mod tests {
         reader: DataReader,
         expect: Vec<u8>,
         cache: Arc<ChunkCache>,
-        _dir: tempfile::TempDir,
     }
 
     #[derive(Clone)]
@@ -1045,18 +1044,14 @@ mod tests {
                 });
             }
         }
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("chunks.bin");
-        std::fs::write(&path, &file).unwrap();
         let max_dims = dims.to_vec();
-        let params = layout_params(spec, Storage::open(&path).unwrap(), max_dims);
+        let params = layout_params(spec, crate::io::testutil::memory_storage(&file), max_dims);
         let cache = params.cache.clone();
         let reader = DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap();
         Fixture {
             reader,
             expect,
             cache,
-            _dir: dir,
         }
     }
 

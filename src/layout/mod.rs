@@ -496,11 +496,7 @@ mod tests {
     }
 
     fn params(class: LayoutClass, dims: Vec<u64>, es: u32, fill: Option<Vec<u8>>) -> LayoutParams {
-        // The open file outlives its directory, which is removed on return.
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("data.bin");
-        std::fs::write(&path, (0u8..64).collect::<Vec<_>>()).unwrap();
-        let storage = Storage::open(&path).unwrap();
+        let storage = crate::io::testutil::memory_storage(&(0u8..64).collect::<Vec<_>>());
         LayoutParams {
             storage,
             sizes: Sizes::DEFAULT,

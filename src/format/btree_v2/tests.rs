@@ -3,7 +3,7 @@
 use super::records::*;
 use super::*;
 use crate::io::checksum::lookup3;
-use std::io::Write;
+use crate::io::testutil::memory_storage;
 
 /// Append the lookup3 checksum of `b` to it.
 pub(crate) fn seal(mut b: Vec<u8>) -> Vec<u8> {
@@ -58,13 +58,6 @@ pub(crate) fn internal(ty: u8, node: usize, recs: &[Vec<u8>], kids: &[(u64, u8)]
     b
 }
 
-pub(crate) fn storage_with(bytes: &[u8]) -> (tempfile::NamedTempFile, Storage) {
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(bytes).unwrap();
-    let s = Storage::open(f.path()).unwrap();
-    (f, s)
-}
-
 fn link_rec(hash: u32, id: u8) -> Vec<u8> {
     let mut r = hash.to_le_bytes().to_vec();
     r.extend_from_slice(&[0, id, 0, 0, 0, 0, 5]);
@@ -110,7 +103,7 @@ fn geometry_matches_real_files() {
 
 #[test]
 fn walk_in_key_order_and_find() {
-    let (_f, s) = storage_with(&two_level_tree());
+    let s = memory_storage(&two_level_tree());
     let h = BtreeV2Header::read(&s, 0, Sizes::DEFAULT).unwrap();
     assert_eq!(
         h.geometry.iter().map(|g| g.max_records).collect::<Vec<_>>(),
@@ -152,14 +145,14 @@ fn corrupt_trees_are_refused() {
     // Flip a byte in a leaf: checksum error.
     let mut img = two_level_tree();
     img[0x300 + 7] ^= 1;
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     let h = BtreeV2Header::read(&s, 0, Sizes::DEFAULT).unwrap();
     let r = for_each_record(&s, &h, Sizes::DEFAULT, &mut |_| Ok(true));
     assert!(matches!(r, Err(Error::Checksum { addr: 0x300, .. })));
     // Header checksum.
     let mut img = two_level_tree();
     img[6] ^= 1;
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     assert!(matches!(
         BtreeV2Header::read(&s, 0, Sizes::DEFAULT),
         Err(Error::Checksum { .. })
@@ -169,7 +162,7 @@ fn corrupt_trees_are_refused() {
     let mut img = header(5, 64, 11, 1, 0x100, 1, 3);
     img.resize(0x100, 0);
     img.extend_from_slice(&two_level_tree()[0x100..]);
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     let h = BtreeV2Header::read(&s, 0, Sizes::DEFAULT).unwrap();
     assert!(matches!(
         for_each_record(&s, &h, Sizes::DEFAULT, &mut |_| Ok(true)),
@@ -183,7 +176,7 @@ fn corrupt_trees_are_refused() {
         n.resize(64, 0);
         n
     });
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     let h = BtreeV2Header::read(&s, 0, Sizes::DEFAULT).unwrap();
     assert!(matches!(
         for_each_record(&s, &h, Sizes::DEFAULT, &mut |_| Ok(true)),
@@ -191,7 +184,7 @@ fn corrupt_trees_are_refused() {
     ));
     // Depth beyond the limit.
     let img = header(5, 512, 11, 200, 0x100, 1, 3);
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     assert!(matches!(
         BtreeV2Header::read(&s, 0, Sizes::DEFAULT),
         Err(Error::Limit { .. })

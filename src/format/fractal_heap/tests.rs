@@ -2,7 +2,8 @@
 //! block with a nested indirect block.
 
 use super::*;
-use crate::format::btree_v2::tests::{seal, storage_with};
+use crate::format::btree_v2::tests::seal;
+use crate::io::testutil::memory_storage;
 
 struct Geometry {
     id_len: u16,
@@ -92,7 +93,7 @@ fn root_direct_heap(id_len: u16) -> (Vec<u8>, Geometry) {
 #[test]
 fn geometry_from_header() {
     let (img, _) = root_direct_heap(17);
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     let h = FractalHeap::open(&s, 0, Sizes::DEFAULT).unwrap();
     // ceil(16 / 8) offset bytes; min(ceil(log2 1024 / 8), bytes for 200) length bytes.
     assert_eq!((h.offset_width, h.length_width), (2, 1));
@@ -103,7 +104,7 @@ fn geometry_from_header() {
 #[test]
 fn each_heap_id_type() {
     let (img, _) = root_direct_heap(17);
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     let sz = Sizes::DEFAULT;
     let h = FractalHeap::open(&s, 0, sz).unwrap();
     // Managed: offset 40 (2 bytes), length 5 (1 byte).
@@ -131,7 +132,7 @@ fn each_heap_id_type() {
 #[test]
 fn objects_longer_than_a_bound_are_refused_alone_and_unread() {
     let (img, _) = root_direct_heap(17);
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     let sz = Sizes::DEFAULT;
     let h = FractalHeap::open(&s, 0, sz).unwrap();
     let huge = |addr: u64, len: u64| {
@@ -169,7 +170,7 @@ fn objects_longer_than_a_bound_are_refused_alone_and_unread() {
 #[test]
 fn tiny_extended_length() {
     let (img, _) = root_direct_heap(20);
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     let h = FractalHeap::open(&s, 0, Sizes::DEFAULT).unwrap();
     // 20-byte IDs: 12-bit length - 1 over byte 0's low nibble and byte 1.
     let mut id = vec![0x20, 9];
@@ -181,7 +182,7 @@ fn tiny_extended_length() {
 fn direct_block_checksum() {
     let (mut img, _) = root_direct_heap(17);
     img[0x100 + 100] ^= 1;
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     let h = FractalHeap::open(&s, 0, Sizes::DEFAULT).unwrap();
     assert!(matches!(
         h.get(&s, Sizes::DEFAULT, &[0x00, 40, 0, 5]),
@@ -189,7 +190,7 @@ fn direct_block_checksum() {
     ));
     let (mut img, _) = root_direct_heap(17);
     img[20] ^= 1;
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     assert!(matches!(
         FractalHeap::open(&s, 0, Sizes::DEFAULT),
         Err(Error::Checksum { .. })
@@ -221,7 +222,7 @@ fn nested_indirect_blocks() {
     img.extend(direct(64, 320, false, &[(20, b"nest")]));
     img.resize(0x400, 0);
     img.extend(direct(64, 0, false, &[(16, b"top")]));
-    let (_f, s) = storage_with(&img);
+    let s = memory_storage(&img);
     let sz = Sizes::DEFAULT;
     let h = FractalHeap::open(&s, 0, sz).unwrap();
     assert_eq!(h.max_direct_rows, 2);

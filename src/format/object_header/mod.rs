@@ -364,14 +364,4 @@ pub(crate) mod testutil {
         v.extend_from_slice(&len.to_le_bytes());
         v
     }
-
-    /// Write `image` to a temporary file and open it as storage.
-    pub fn storage(image: &[u8]) -> (tempfile::NamedTempFile, crate::io::Storage) {
-        use std::io::Write;
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(image).unwrap();
-        f.flush().unwrap();
-        let s = crate::io::Storage::open(f.path()).unwrap();
-        (f, s)
-    }
 }

@@ -89,6 +89,7 @@ mod tests {
     use super::super::testutil::*;
     use super::super::ObjectHeader;
     use crate::error::Error;
+    use crate::io::testutil::memory_storage;
     use crate::io::Sizes;
 
     #[test]
@@ -102,7 +103,7 @@ mod tests {
         image.resize(0x60, 0);
         image.extend(v1_msg(0x000D, 0, b"comment\0"));
         image.extend(v1_msg(0x0000, 0, &[]));
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         let h = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!(h.version, 1);
         assert_eq!(h.refcount, 3);
@@ -121,14 +122,14 @@ mod tests {
         let mut chunk0 = v1_msg(0x0001, 0, &[1, 2, 3]);
         chunk0.extend(v1_msg(0x0010, 0, &cont(0x1_0000, 24)));
         let image = v1_header(2, 1, &chunk0);
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         let (h, complete) = ObjectHeader::read_first_chunk(&s, 0, Sizes::DEFAULT).unwrap();
         assert!(!complete);
         assert_eq!(h.messages.len(), 1);
         assert!(ObjectHeader::read(&s, 0, Sizes::DEFAULT).is_err());
         // A header of one chunk is whole.
         let image = v1_header(1, 1, &v1_msg(0x0001, 0, &[1, 2, 3]));
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         assert!(
             ObjectHeader::read_first_chunk(&s, 0, Sizes::DEFAULT)
                 .unwrap()
@@ -141,7 +142,7 @@ mod tests {
         let mut m = v1_msg(0x0001, 0, &[0; 8]);
         m[2] = 64; // size 64 in a 16-byte chunk
         let image = v1_header(1, 1, &m);
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         let e = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap_err();
         assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     }
@@ -153,7 +154,7 @@ mod tests {
         let mut image = v1_header(2, 1, &chunk0);
         image.resize(0x40, 0);
         image.extend(v1_msg(0x0010, 0, &cont(0x40, 24)));
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         let e = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap_err();
         assert!(e.to_string().contains("cycle"), "{e}");
     }
@@ -162,7 +163,7 @@ mod tests {
     fn v1_continuation_back_to_header() {
         let chunk0 = v1_msg(0x0010, 0, &cont(0, 24));
         let image = v1_header(1, 1, &chunk0);
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         assert!(ObjectHeader::read(&s, 0, Sizes::DEFAULT).is_err());
     }
 
@@ -170,24 +171,24 @@ mod tests {
     fn v1_chunk_past_eof() {
         let chunk0 = v1_msg(0x0010, 0, &cont(0x1000, 1 << 40));
         let image = v1_header(1, 1, &chunk0);
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         assert!(ObjectHeader::read(&s, 0, Sizes::DEFAULT).is_err());
     }
 
     #[test]
     fn v1_fail_if_unknown() {
         let chunk0 = v1_msg(0x00C8, 0x80, &[0; 8]);
-        let (_f, s) = storage(&v1_header(1, 1, &chunk0));
+        let s = memory_storage(&v1_header(1, 1, &chunk0));
         let e = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap_err();
         assert!(matches!(e, Error::Unsupported { .. }), "{e}");
         // Without the flag an unknown message is kept raw.
         let chunk0 = v1_msg(0x00C8, 0, &[0; 8]);
-        let (_f, s) = storage(&v1_header(1, 1, &chunk0));
+        let s = memory_storage(&v1_header(1, 1, &chunk0));
         let h = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!(h.messages[0].mtype, 0x00C8);
         // A known type with the flag is fine.
         let chunk0 = v1_msg(0x000D, 0x80, b"x\0");
-        let (_f, s) = storage(&v1_header(1, 1, &chunk0));
+        let s = memory_storage(&v1_header(1, 1, &chunk0));
         assert!(ObjectHeader::read(&s, 0, Sizes::DEFAULT).is_ok());
     }
 }

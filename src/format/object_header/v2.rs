@@ -160,6 +160,7 @@ mod tests {
     use super::super::testutil::*;
     use super::super::ObjectHeader;
     use crate::error::Error;
+    use crate::io::testutil::memory_storage;
     use crate::io::Sizes;
 
     #[test]
@@ -189,7 +190,7 @@ mod tests {
         let mut image = seal(image);
         image.resize(0x100, 0);
         image.extend(&chunk);
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         let h = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!(h.version, 2);
         assert_eq!(h.refcount, 5);
@@ -207,7 +208,7 @@ mod tests {
     #[test]
     fn v2_plain() {
         let msgs = v2_msg(0x0D, 0, None, b"hello\0");
-        let (_f, s) = storage(&v2_header(0, &msgs));
+        let s = memory_storage(&v2_header(0, &msgs));
         let h = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap();
         assert_eq!(h.refcount, 1);
         assert!(h.times.is_none());
@@ -220,7 +221,7 @@ mod tests {
         let msgs = v2_msg(0x0D, 0, None, b"hello\0");
         let mut image = v2_header(0, &msgs);
         image[10] ^= 1;
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         let e = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap_err();
         assert!(matches!(e, Error::Checksum { addr: 0, .. }), "{e}");
     }
@@ -234,7 +235,7 @@ mod tests {
         let chunk = v2_chunk(&v2_msg(0x10, 0, None, &cont(0x80, 28)));
         assert_eq!(chunk.len(), 28);
         image.extend(chunk);
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         let e = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap_err();
         assert!(e.to_string().contains("cycle"), "{e}");
     }
@@ -243,12 +244,12 @@ mod tests {
     fn v2_message_beyond_chunk_and_fail_if_unknown() {
         let mut msgs = v2_msg(0x0D, 0, None, b"hello\0");
         msgs[1] = 200;
-        let (_f, s) = storage(&v2_header(0, &msgs));
+        let s = memory_storage(&v2_header(0, &msgs));
         let e = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap_err();
         assert!(matches!(e, Error::Corrupt { .. }), "{e}");
 
         let msgs = v2_msg(0x30, 0x80, None, b"x");
-        let (_f, s) = storage(&v2_header(0, &msgs));
+        let s = memory_storage(&v2_header(0, &msgs));
         let e = ObjectHeader::read(&s, 0, Sizes::DEFAULT).unwrap_err();
         assert!(matches!(e, Error::Unsupported { .. }), "{e}");
     }
@@ -261,7 +262,7 @@ mod tests {
         let mut chunk = v2_chunk(&[0u8; 4]);
         chunk[0] = b'X';
         image.extend(chunk);
-        let (_f, s) = storage(&image);
+        let s = memory_storage(&image);
         assert!(ObjectHeader::read(&s, 0, Sizes::DEFAULT).is_err());
     }
 }

@@ -376,7 +376,6 @@ mod tests {
     use super::*;
     use crate::io::checksum::lookup3;
     use crate::io::Sizes;
-    use std::io::Write;
 
     fn seal(v: &mut Vec<u8>) {
         let s = lookup3(v, 0);
@@ -396,14 +395,8 @@ mod tests {
         seal(&mut h);
         let mut img = h;
         img.resize(128, 0);
-        let (f0, s0) = {
-            let mut f = tempfile::NamedTempFile::new().unwrap();
-            f.write_all(&img).unwrap();
-            let s = crate::io::Storage::open(f.path()).unwrap();
-            (f, s)
-        };
+        let s0 = crate::io::testutil::memory_storage(&img);
         let hdr = ExtensibleArrayHeader::read(&s0, 0, Sizes::DEFAULT).unwrap();
-        drop(f0);
         let mut ib = b"EAIB".to_vec();
         ib.extend([0, 0]);
         ib.extend(0u64.to_le_bytes());
@@ -422,9 +415,7 @@ mod tests {
         }
         seal(&mut ib);
         img.extend(ib);
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(&img).unwrap();
-        let (storage, rec) = super::super::tests::recording(f.path());
+        let (storage, rec) = super::super::tests::recording_bytes(&img);
         let params = IndexParams {
             storage,
             sizes: Sizes::DEFAULT,

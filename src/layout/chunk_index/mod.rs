@@ -287,10 +287,9 @@ mod tests {
         assert_eq!(chunk_grid(&[10], &[0]), None);
     }
 
-    fn empty_params(filtered: bool) -> (tempfile::NamedTempFile, IndexParams) {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        let storage = Storage::open(f.path()).unwrap();
-        let p = IndexParams {
+    fn empty_params(filtered: bool) -> IndexParams {
+        let storage = crate::io::testutil::memory_storage(&[]);
+        IndexParams {
             storage,
             sizes: Sizes::DEFAULT,
             dims: vec![10, 6],
@@ -300,15 +299,14 @@ mod tests {
             filtered,
             layout_version: 4,
             layout_flags: 0,
-        };
-        (f, p)
+        }
     }
 
     #[test]
     fn unallocated_indexes_have_no_chunks() {
         // An index never written (the undefined address), whatever its type: the file is
         // empty, so any read of an index structure would fail.
-        let (_f, p) = empty_params(false);
+        let p = empty_params(false);
         let u = UNDEFINED_ADDR;
         for spec in [
             ChunkIndexSpec::BtreeV1 { addr: u },
@@ -349,7 +347,7 @@ mod tests {
 
     #[test]
     fn single_chunk_sizes() {
-        let (_f, p) = empty_params(true);
+        let p = empty_params(true);
         let spec = ChunkIndexSpec::SingleChunk {
             addr: 0x800,
             filtered_size: Some(33),
@@ -374,7 +372,7 @@ mod tests {
 
     #[test]
     fn ea_numbering_puts_the_unlimited_dimension_first() {
-        let (_f, mut p) = empty_params(false);
+        let mut p = empty_params(false);
         p.max_dims = vec![10, u64::MAX];
         // Grid over max dims: 2 (dim 0) x unlimited (dim 1); swizzled (dim 1, dim 0).
         assert_eq!(ea_linear_index(&[1, 0], &p), Some(1));
@@ -435,10 +433,11 @@ mod tests {
         })
     }
 
-    /// A file that asks for hints, as a remote source does, and records them and its reads.
+    /// A source (a file, or bytes in memory) that asks for hints, as a remote source does,
+    /// and records them and its reads.
     #[derive(Debug)]
     pub(crate) struct Recording {
-        file: crate::io::LocalFile,
+        file: Box<dyn crate::io::ByteSource>,
         /// Ranges named by `prefetch` (true) and ranges read (false), as (offset, length),
         /// in the order they came.
         events: std::sync::Mutex<Vec<(bool, u64, u64)>>,
@@ -501,8 +500,21 @@ mod tests {
 
     /// A [`Recording`] of `path`, and a storage reading through it.
     pub(crate) fn recording(path: &Path) -> (Storage, std::sync::Arc<Recording>) {
+        recording_of(Box::new(crate::io::LocalFile::open(path).unwrap()))
+    }
+
+    /// A [`Recording`] of the byte image `image` held in memory, and a storage reading
+    /// through it.
+    pub(crate) fn recording_bytes(image: &[u8]) -> (Storage, std::sync::Arc<Recording>) {
+        recording_of(Box::new(crate::io::Memory::new(
+            image.to_vec(),
+            "test image",
+        )))
+    }
+
+    fn recording_of(file: Box<dyn crate::io::ByteSource>) -> (Storage, std::sync::Arc<Recording>) {
         let r = std::sync::Arc::new(Recording {
-            file: crate::io::LocalFile::open(path).unwrap(),
+            file,
             events: Default::default(),
         });
         (Storage::from_source(r.clone()), r)
@@ -787,7 +799,6 @@ mod tests {
     /// have no checksum, so this reaches the tree walk with hostile keys and addresses).
     #[test]
     fn corrupt_index_bytes_do_not_panic() {
-        use std::io::Write;
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/layout/chunk_index/testdata");
         for name in [
             "bt1_3d_lzf",
@@ -807,10 +818,8 @@ mod tests {
             for pos in start..(start + 400).min(orig.len()) {
                 let mut bytes = orig.clone();
                 bytes[pos] ^= 0x5a;
-                let mut f = tempfile::NamedTempFile::new().unwrap();
-                f.write_all(&bytes).unwrap();
                 // Over a source that asks for hints, so that prepare runs too.
-                let (storage, _rec) = recording(f.path());
+                let (storage, _rec) = recording_bytes(&bytes);
                 let p = params(storage, &d);
                 let grid = chunk_grid(&p.dims, &p.chunk_dims).unwrap();
                 let Ok(index) = open(&spec, p) else { continue };
