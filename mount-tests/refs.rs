@@ -10,6 +10,7 @@
 //! `mount-tests/run` sets it once it installed them), when it fails. The command's own
 //! refusals (a missing file, a bad threshold, a path that is not there) need nothing.
 
+mod harness;
 mod servers;
 
 use std::path::Path;
@@ -22,7 +23,7 @@ fn root() -> &'static Path {
 }
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    root().join("mount-tests/fixtures/zarr").join(name)
+    harness::fixture(&format!("zarr/{name}"))
 }
 
 /// Whether python3 has the modules the check needs (else skip, or fail when required).
@@ -32,18 +33,11 @@ fn python_ready() -> bool {
 
 /// Whether python3 can import `modules` (else skip, or fail when required).
 fn python_has(modules: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {modules}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("H5MOUNT_REQUIRE_PYTHON").is_none(),
-            "H5MOUNT_REQUIRE_PYTHON is set but python3 cannot import {modules}"
-        );
-        eprintln!("skip: python3 cannot import {modules}");
-    }
-    ok
+    harness::python_or_skip(
+        harness::PYTHON,
+        &format!("import {modules}"),
+        "H5MOUNT_REQUIRE_PYTHON",
+    )
 }
 
 #[test]

@@ -29,42 +29,23 @@ use std::process::Command;
 use h5mount::io::ReadCtx;
 use h5mount::model::{File, OpenOptions};
 use h5mount::views::zarr::{ZarrArray, ZarrOptions, ZarrVersion};
-use harness::Mount;
+use harness::{manifest, Mount};
 use serde_json::Value;
 use zarr_core::{data, fixture};
 
-fn manifest() -> Value {
-    let text = std::fs::read_to_string(fixture("manifest.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-/// Whether `python` can run `import_line` (a Python import statement); when it cannot, the
-/// test skips, saying so, unless the environment variable `require` is set, when it fails.
+/// Whether `python` can run `import_line`; else the test skips, or fails when `require`
+/// is set.
 fn python_can(python: &str, import_line: &str, require: &str) -> bool {
-    let ok = Command::new(python)
-        .args(["-c", import_line])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os(require).is_none(),
-            "{require} is set but {python} cannot run `{import_line}`"
-        );
-        eprintln!("skip: {python} cannot run `{import_line}`");
-    }
-    ok
+    harness::python_or_skip(python, import_line, require)
 }
 
-/// Whether python3 has zarr-python, h5py and numpy; says so when not.
+/// Whether python3 has zarr-python, h5py and numpy (else skip, or fail when required).
 fn python_ok() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import zarr, h5py, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skip: python3 with zarr, h5py and numpy is not installed");
-    }
-    ok
+    python_can(
+        harness::PYTHON,
+        "import zarr, h5py, numpy",
+        "H5MOUNT_REQUIRE_PYTHON",
+    )
 }
 
 /// The manifest's entry for `label` (`FILE/PATH`).
@@ -125,7 +106,7 @@ fn corpus(fmt: &str, flag: &str, v: ZarrVersion) {
     // What zarr-python read equals h5py, but where libhdf5 converts on read.
     for l in label_list("mismatch") {
         assert!(
-            object(&man, &l).get("raw_sha256").is_some(),
+            object(man, &l).get("raw_sha256").is_some(),
             "{}: zarr-python and h5py differ",
             short(&l)
         );
@@ -133,7 +114,7 @@ fn corpus(fmt: &str, flag: &str, v: ZarrVersion) {
     // EIO only for datasets this build cannot decode.
     let eio = label_list("eio");
     for l in &eio {
-        let unsupported = object(&man, l)["filters"].as_array().is_some_and(|fl| {
+        let unsupported = object(man, l)["filters"].as_array().is_some_and(|fl| {
             fl.iter()
                 .any(|f| !h5mount::filters::is_supported(f["id"].as_u64().unwrap() as u16))
         });
@@ -345,7 +326,7 @@ fn xarray_reads_netcdf_through_the_store_as_h5netcdf_reads_the_file() {
 /// is set.
 #[test]
 fn gdal_reads_two_dimensional_arrays_of_a_v2_store() {
-    const GDAL_PY: &str = "/usr/bin/python3";
+    const GDAL_PY: &str = harness::GDAL_PYTHON;
     if !python_can(GDAL_PY, "from osgeo import gdal", "H5MOUNT_REQUIRE_GDAL") {
         return;
     }

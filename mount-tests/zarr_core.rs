@@ -18,12 +18,7 @@ use h5mount::model::{Dataset, File, OpenOptions, Resolver, ResolverOptions};
 use h5mount::views::zarr::{ZarrArray, ZarrOptions, ZarrVersion};
 use serde_json::Value;
 
-/// A fixture, by its path below `mount-tests/fixtures`.
-pub fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("mount-tests/fixtures")
-        .join(rel)
-}
+pub use crate::harness::fixture;
 
 /// A file of the corpus (`fixtures/data`).
 pub fn data(name: &str) -> PathBuf {

@@ -3,10 +3,10 @@
 //! Two bounded LRUs: one for the nodes above the leaves, one for the leaves. A lookup
 //! touches one node per level, and readers at different places in a dataset (the reader, the
 //! prefetch workers ahead of it, other readers) bring in a new leaf every few lookups; in a
-//! single LRU those leaves pushed out the nodes above them, which every lookup needs again:
-//! on a `cat` of a dataset of four million small chunks, nodes of the second level were read
-//! up to 44 times. Leaves cannot push out the nodes above them here, and the few hundred
-//! upper nodes of even the largest trees mostly stay.
+//! single LRU those leaves pushed out the nodes above them, which every lookup needs again,
+//! so a `cat` of a dataset of millions of small chunks read upper nodes many times over
+//! (`mount-tests/bench/bigindex` counts such reads). Leaves cannot push out the nodes above
+//! them here, and the few hundred upper nodes of even the largest trees mostly stay.
 //!
 //! Several threads missing the same node at once read it once: the first reads and the
 //! others wait for it ([`crate::sync::flight`]), as the chunk cache does.
