@@ -40,28 +40,34 @@ fn python_has(modules: &str) -> bool {
     )
 }
 
-#[test]
-fn manifests_read_back_through_fsspec_and_zarr_equal_h5py() {
-    if !python_ready() {
-        return;
-    }
+/// Run the check `script` (in mount-tests/) on the binary; it must succeed and end with a
+/// line "N passed" with N above `least`.
+fn run_check(script: &str, least: u64) {
     let out = Command::new("python3")
-        .arg(root().join("mount-tests/refs_check.py"))
+        .arg(root().join("mount-tests").join(script))
         .arg(BIN)
         .current_dir(root())
         .output()
         .expect("python3 runs");
     let text = String::from_utf8_lossy(&out.stdout);
     eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "refs_check.py failed:\n{text}");
-    // It checked something: "N passed" with N > 0.
+    assert!(out.status.success(), "{script} failed:\n{text}");
+    // It checked something.
     let passed: u64 = text
         .lines()
         .last()
         .and_then(|l| l.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    assert!(passed > 100, "{text}");
+    assert!(passed > least, "{text}");
+}
+
+#[test]
+fn manifests_read_back_through_fsspec_and_zarr_equal_h5py() {
+    if !python_ready() {
+        return;
+    }
+    run_check("refs_check.py", 100);
 }
 
 /// Parquet manifests (kerchunk's layout) of the Zarr fixtures, the test corpus and two
@@ -74,25 +80,7 @@ fn parquet_manifests_read_back_through_pyarrow_and_fsspec_equal_h5py() {
     if !python_ready() || !python_has("fastparquet, pyarrow, pandas") {
         return;
     }
-    let out = Command::new("python3")
-        .arg(root().join("mount-tests/refs_parquet_check.py"))
-        .arg(BIN)
-        .current_dir(root())
-        .output()
-        .expect("python3 runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success(),
-        "refs_parquet_check.py failed:\n{text}"
-    );
-    let passed: u64 = text
-        .lines()
-        .last()
-        .and_then(|l| l.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(passed > 1000, "{text}");
+    run_check("refs_parquet_check.py", 1000);
 }
 
 #[test]
