@@ -53,7 +53,7 @@ impl BtreeV1Index {
     fn node(&self, addr: u64) -> Result<Arc<BtreeV1Node>> {
         self.nodes.get(
             addr,
-            |n| n.level == 0,
+            |_| true,
             |n| n.level == 0,
             || {
                 let rank = self.params.chunk_dims.len();
