@@ -4,7 +4,7 @@
 //! the last child whose left key is ≤ the target (keys compare lexicographically, slowest
 //! dimension first); in a leaf the chunk is the child whose key equals the target exactly.
 //! Only the nodes on one path are read; decoded nodes are kept by address, the leaves apart
-//! from the nodes above them, each read once ([`super::node_cache`]).
+//! from the nodes above them, each read once (the module `node_cache`).
 //! On a remote source, [`ChunkIndex::prepare`] names the nodes a range of lookups will read
 //! level by level, so that they arrive together.
 
