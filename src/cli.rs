@@ -36,13 +36,7 @@ pub enum Command {
     Refs {
         file: PathBuf,
         path: Option<String>,
-        out: Option<PathBuf>,
-        url: Option<String>,
-        inline_threshold: u64,
-        /// Explicit `--format`; `None`: inferred from OUT.
-        format: Option<RefsFormat>,
-        /// Explicit `--record-size`.
-        record_size: Option<u64>,
+        output: RefsOutput,
         remote: RemoteConfig,
     },
     /// Write the man page and shell completions into a directory (packaging), and/or the
@@ -338,27 +332,8 @@ enum Sub {
         file: PathBuf,
         /// Group or dataset to write [default: /].
         path: Option<String>,
-        /// Write the manifest to OUT [default: standard output].
-        #[arg(short = 'o', long = "output", value_name = "OUT")]
-        out: Option<PathBuf>,
-        /// The URL the references name [default: the source as given; for a local file,
-        /// its absolute path].
-        #[arg(long, value_name = "URL")]
-        url: Option<String>,
-        /// Chunks of at most BYTES are written inline rather than referenced; an array whose
-        /// chunks must be decoded by h5mount is written only if every chunk fits.
-        #[arg(long, value_name = "BYTES", default_value_t = h5mount::views::zarr::refs::DEFAULT_INLINE_THRESHOLD,
-              value_parser = inline_threshold)]
-        inline_threshold: u64,
-        /// json: one JSON document. parquet: kerchunk's Parquet layout, a directory OUT
-        /// (.zmetadata, and per array refs.N.parq files of N chunk keys each) that fsspec
-        /// reads lazily, for files of millions of chunks [default: parquet when OUT ends in
-        /// .parq or .parquet, else json; a directory SOURCE: json].
-        #[arg(long, value_name = "FORMAT", value_parser = refs_format)]
-        format: Option<RefsFormat>,
-        /// Chunk keys per Parquet file (parquet only) [default: 10000].
-        #[arg(long, value_name = "N", value_parser = record_size)]
-        record_size: Option<u64>,
+        #[command(flatten)]
+        output: RefsOutput,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -370,6 +345,32 @@ enum Sub {
         #[arg(long, value_name = "FILE")]
         configuration: Option<PathBuf>,
     },
+}
+
+/// What `refs` writes and how (its options beside the source and the remote ones).
+#[derive(Args, Clone, Debug)]
+pub struct RefsOutput {
+    /// Write the manifest to OUT [default: standard output].
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub out: Option<PathBuf>,
+    /// The URL the references name [default: the source as given; for a local file,
+    /// its absolute path].
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Chunks of at most BYTES are written inline rather than referenced; an array whose
+    /// chunks must be decoded by h5mount is written only if every chunk fits.
+    #[arg(long, value_name = "BYTES", default_value_t = h5mount::views::zarr::refs::DEFAULT_INLINE_THRESHOLD,
+          value_parser = inline_threshold)]
+    pub inline_threshold: u64,
+    /// json: one JSON document. parquet: kerchunk's Parquet layout, a directory OUT
+    /// (.zmetadata, and per array refs.N.parq files of N chunk keys each) that fsspec
+    /// reads lazily, for files of millions of chunks [default: parquet when OUT ends in
+    /// .parq or .parquet, else json; a directory SOURCE: json].
+    #[arg(long, value_name = "FORMAT", value_parser = refs_format)]
+    pub format: Option<RefsFormat>,
+    /// Chunk keys per Parquet file (parquet only) [default: 10000].
+    #[arg(long, value_name = "N", value_parser = record_size)]
+    pub record_size: Option<u64>,
 }
 
 /// The format of a reference manifest (`refs --format`).
@@ -546,22 +547,14 @@ fn into_command(cli: Cli) -> Result<Command, String> {
         Some(Sub::Refs {
             file,
             path,
-            out,
-            url,
-            inline_threshold,
-            format,
-            record_size,
+            output,
             remote: args,
         }) => {
             let remote = remote_for(&file, args)?;
             return Ok(Command::Refs {
                 file,
                 path,
-                out,
-                url,
-                inline_threshold,
-                format,
-                record_size,
+                output,
                 remote,
             });
         }

@@ -66,22 +66,14 @@ fn main() {
         Command::Refs {
             file,
             path,
-            out,
-            url,
-            inline_threshold,
-            format,
-            record_size,
+            output,
             remote,
         } => {
             init_logging(0, None);
             refs_cmd::run(&refs_cmd::Args {
                 source: &file,
                 start: path.as_deref(),
-                out: out.as_deref(),
-                url: url.as_deref(),
-                inline_threshold,
-                format,
-                record_size,
+                output: &output,
                 remote: &remote,
             })
         }

@@ -23,7 +23,7 @@ use h5mount::model::{File, OpenOptions};
 use h5mount::views::zarr::parquet::DEFAULT_RECORD_SIZE;
 use h5mount::views::zarr::refs::{manifest, RefsOptions};
 
-use crate::cli::RefsFormat;
+use crate::cli::{RefsFormat, RefsOutput};
 use crate::config::{self, RemoteConfig};
 use crate::daemon::display_url;
 
@@ -31,13 +31,17 @@ use crate::daemon::display_url;
 pub struct Args<'a> {
     pub source: &'a Path,
     pub start: Option<&'a str>,
-    pub out: Option<&'a Path>,
-    pub url: Option<&'a str>,
-    pub inline_threshold: u64,
-    /// `None`: inferred from the output's name.
-    pub format: Option<RefsFormat>,
-    pub record_size: Option<u64>,
+    /// Where and how to write (`-o`, `--url`, `--inline-threshold`, `--format`,
+    /// `--record-size`).
+    pub output: &'a RefsOutput,
     pub remote: &'a RemoteConfig,
+}
+
+impl Args<'_> {
+    /// `-o OUT`.
+    fn out(&self) -> Option<&Path> {
+        self.output.out.as_deref()
+    }
 }
 
 /// How each manifest is written: JSON, or Parquet with this many chunk keys per file.
@@ -54,12 +58,12 @@ impl Format {
         let by_name = out
             .and_then(Path::extension)
             .is_some_and(|e| e == "parq" || e == "parquet");
-        let format = a.format.unwrap_or(if by_name {
+        let format = a.output.format.unwrap_or(if by_name {
             RefsFormat::Parquet
         } else {
             RefsFormat::Json
         });
-        match (format, a.record_size) {
+        match (format, a.output.record_size) {
             (RefsFormat::Json, Some(_)) => Err("--record-size is for --format parquet".into()),
             (RefsFormat::Json, None) => Ok(Format::Json),
             (RefsFormat::Parquet, n) => Ok(Format::Parquet(n.unwrap_or(DEFAULT_RECORD_SIZE))),
@@ -79,8 +83,8 @@ const PARALLEL_REMOTE: usize = h5mount::io::remote::MAX_REQUESTS;
 pub fn run(a: &Args) -> i32 {
     match sources(a) {
         Ok(None) => {
-            let format = match Format::of(a, a.out) {
-                Ok(Format::Parquet(_)) if a.out.is_none() => {
+            let format = match Format::of(a, a.out()) {
+                Ok(Format::Parquet(_)) if a.out().is_none() => {
                     eprintln!("h5mount: --format parquet writes a directory: name it with -o OUT");
                     return 2;
                 }
@@ -94,8 +98,8 @@ pub fn run(a: &Args) -> i32 {
                 a,
                 &a.source.display().to_string(),
                 &Place::Alone,
-                a.out,
-                a.url,
+                a.out(),
+                a.output.url.as_deref(),
                 format,
             ) {
                 Ok(()) => 0,
@@ -205,7 +209,7 @@ fn many(a: &Args, files: Files, place: &Place) -> i32 {
         Format::Json => "json",
         Format::Parquet(_) => "parq",
     };
-    let out_dir = match a.out {
+    let out_dir = match a.out() {
         Some(o) => o.to_path_buf(),
         None => {
             let name = a
@@ -219,7 +223,7 @@ fn many(a: &Args, files: Files, place: &Place) -> i32 {
         eprintln!("h5mount: {}: {e}", out_dir.display());
         return 1;
     }
-    if a.url.is_some() {
+    if a.output.url.is_some() {
         eprintln!("h5mount: --url names one file; each file of a directory keeps its own");
         return 2;
     }
@@ -325,7 +329,7 @@ fn one(
         root,
         &RefsOptions {
             url: url.map_or(default_url, str::to_string),
-            inline_threshold: a.inline_threshold,
+            inline_threshold: a.output.inline_threshold,
         },
     )
     .map_err(failed)?;
