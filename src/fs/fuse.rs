@@ -39,6 +39,7 @@ use fuser::{
 
 use super::attr::{Attr, FileKind, BLKSIZE, DIR_BLKSIZE};
 use super::error::FsError;
+use super::gate::{Gate, Turn};
 use super::refresh::Invalidation;
 use super::stats::Op;
 use super::{H5Fs, XattrReply};
@@ -220,6 +221,7 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
         max_request: opts.max_request.clamp(DEFAULT_MAX_REQUEST, LARGEST_REQUEST),
         default_permissions: opts.default_permissions,
         kernel_opendir: true,
+        gate: Gate::new(opts.threads.max(1)),
         #[cfg(feature = "bench-ceiling")]
         ceiling: super::ceiling::Ceiling::from_env(),
     };
@@ -285,6 +287,8 @@ pub struct FuseFs {
     default_permissions: bool,
     /// Directories are opened by the kernel alone (see `init`): `opendir` answers `ENOSYS`.
     kernel_opendir: bool,
+    /// Which thread waits for the next request ([`super::gate`]).
+    gate: Gate,
     #[cfg(feature = "bench-ceiling")]
     ceiling: Option<super::ceiling::Ceiling>,
 }
@@ -335,9 +339,11 @@ impl FuseFs {
         }
     }
 
-    /// Count one request of kind `op` ([`super::stats`]).
-    fn count(&self, op: Op) {
+    /// Count one request of kind `op` ([`super::stats`]) that is answered from memory, or
+    /// may take long (`quick` false); the turn ends once the handler has answered.
+    fn enter(&self, op: Op, quick: bool) -> Turn<'_> {
         self.core.stats().on_op(op, 1);
+        self.gate.arrive(quick)
     }
 
     fn fail(core: &H5Fs, op: &str, e: FsError) -> Errno {
@@ -387,7 +393,7 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.count(Op::Lookup);
+        let _turn = self.enter(Op::Lookup, self.core.lookup_in_memory(parent.0, name));
         #[cfg(feature = "bench-ceiling")]
         if let Some(ceil) = &self.ceiling {
             if parent.0 == super::inode::ROOT_INO && name == super::ceiling::NAME {
@@ -405,11 +411,11 @@ impl Filesystem for FuseFs {
 
     // fuser's `batch_forget` (whose argument type it does not export) calls this per inode.
     fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {
-        self.count(Op::Forget);
+        let _turn = self.enter(Op::Forget, true);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.count(Op::Getattr);
+        let _turn = self.enter(Op::Getattr, self.core.attr_in_memory(ino.0));
         #[cfg(feature = "bench-ceiling")]
         if let Some(ceil) = self
             .ceiling
@@ -428,7 +434,7 @@ impl Filesystem for FuseFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.count(Op::Readlink);
+        let _turn = self.enter(Op::Readlink, false);
         self.guard("readlink", |c| match c.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(Self::fail(c, "readlink", e)),
@@ -436,7 +442,7 @@ impl Filesystem for FuseFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.count(Op::Open);
+        let _turn = self.enter(Op::Open, false);
         #[cfg(feature = "bench-ceiling")]
         if self.ceiling.is_some() && ino.0 == super::ceiling::INO {
             return reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
@@ -466,6 +472,7 @@ impl Filesystem for FuseFs {
         {
             return reply.data(ceil.read(offset, size));
         }
+        let _turn = self.gate.arrive(false);
         let pid = req.pid();
         self.guard("read", |c| {
             // Each FUSE thread answers from its own reused buffer: no allocation or page
@@ -493,7 +500,7 @@ impl Filesystem for FuseFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.count(Op::Release);
+        let _turn = self.enter(Op::Release, true);
         // Handle 0 (sidecars, and the benchmark ceiling file) holds nothing to release.
         self.guard("release", |c| {
             c.release(fh.0);
@@ -509,7 +516,7 @@ impl Filesystem for FuseFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.count(Op::Flush);
+        let _turn = self.enter(Op::Flush, true);
         self.guard("flush", |c| {
             c.flush(fh.0);
             reply.ok()
@@ -517,12 +524,12 @@ impl Filesystem for FuseFs {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.ok()
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.count(Op::Opendir);
+        let _turn = self.enter(Op::Opendir, self.kernel_opendir);
         // The kernel may cache listings (and keep them across opens): they change only when
         // the file is re-read, which invalidates them.
         let flags = FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE;
@@ -543,7 +550,10 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        self.count(Op::Readdir);
+        let _turn = self.enter(
+            Op::Readdir,
+            self.core.listing_in_memory(ino.0, offset, false),
+        );
         self.guard("readdir", |c| match c.listing(ino.0) {
             Ok(listing) => {
                 for (next, e) in listing.from_offset(offset) {
@@ -565,7 +575,10 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        self.count(Op::Readdirplus);
+        let _turn = self.enter(
+            Op::Readdirplus,
+            self.core.listing_in_memory(ino.0, offset, true),
+        );
         self.guard("readdirplus", |c| match c.listing(ino.0) {
             Ok(listing) => {
                 for (next, e) in listing.from_offset(offset) {
@@ -601,12 +614,12 @@ impl Filesystem for FuseFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.count(Op::Releasedir);
+        let _turn = self.enter(Op::Releasedir, true);
         reply.ok()
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.count(Op::Statfs);
+        let _turn = self.enter(Op::Statfs, true);
         self.guard("statfs", |c| {
             let s = c.statfs();
             reply.statfs(s.blocks, 0, 0, s.files, 0, s.bsize, s.namelen, s.bsize)
@@ -614,7 +627,7 @@ impl Filesystem for FuseFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.count(Op::Getxattr);
+        let _turn = self.enter(Op::Getxattr, H5Fs::xattr_in_memory(name));
         self.guard("getxattr", |c| match c.getxattr(ino.0, name, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
@@ -623,7 +636,7 @@ impl Filesystem for FuseFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.count(Op::Listxattr);
+        let _turn = self.enter(Op::Listxattr, false);
         self.guard("listxattr", |c| match c.listxattr(ino.0, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
@@ -632,7 +645,7 @@ impl Filesystem for FuseFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.count(Op::Access);
+        let _turn = self.enter(Op::Access, true);
         self.guard("access", |c| match c.access(ino.0, mask.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Self::fail(c, "access", e)),
@@ -659,7 +672,7 @@ impl Filesystem for FuseFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -673,7 +686,7 @@ impl Filesystem for FuseFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -686,17 +699,17 @@ impl Filesystem for FuseFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
     fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
     fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -708,7 +721,7 @@ impl Filesystem for FuseFs {
         _target: &Path,
         reply: ReplyEntry,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -722,7 +735,7 @@ impl Filesystem for FuseFs {
         _flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -734,7 +747,7 @@ impl Filesystem for FuseFs {
         _newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -750,7 +763,7 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -764,7 +777,7 @@ impl Filesystem for FuseFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -778,12 +791,12 @@ impl Filesystem for FuseFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -797,7 +810,7 @@ impl Filesystem for FuseFs {
         _mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 
@@ -815,7 +828,7 @@ impl Filesystem for FuseFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         log::debug!("ioctl {cmd:#x} on inode {}: ENOTTY", ino.0);
         reply.error(Errno::ENOTTY)
     }
@@ -833,7 +846,7 @@ impl Filesystem for FuseFs {
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        self.count(Op::Other);
+        let _turn = self.enter(Op::Other, true);
         reply.error(Errno::EROFS)
     }
 }
