@@ -5,7 +5,9 @@
 //! (Zarr format 2), comparing with h5py; an array with other values, or missing without
 //! being listed as left out, fails it. `refs_parquet_check.py` does the same for the
 //! Parquet layout (and reads its files with pyarrow too: it also needs fastparquet and
-//! pyarrow). Without python3, zarr, fsspec, h5py or hdf5plugin
+//! pyarrow). The same fixtures behind nginx and on SeaweedFS: their manifests made by
+//! reading them remotely, read back from the server (`refs_check.py --remote`, with xarray
+//! too). Without python3, zarr, fsspec, h5py or hdf5plugin
 //! the test says "skip" and returns, unless `H5MOUNT_REQUIRE_PYTHON` is set (as
 //! `mount-tests/run` sets it once it installed them), when it fails. The command's own
 //! refusals (a missing file, a bad threshold, a path that is not there) need nothing.
@@ -13,7 +15,7 @@
 mod harness;
 mod servers;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_h5mount");
@@ -22,7 +24,7 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn fixture(name: &str) -> std::path::PathBuf {
+fn fixture(name: &str) -> PathBuf {
     harness::fixture(&format!("zarr/{name}"))
 }
 
@@ -250,44 +252,218 @@ fn refusals_are_one_line_with_a_status() {
     }
 }
 
-/// A manifest of an object behind a real HTTP server (nginx on loopback), made by reading
-/// it remotely, names it by its URL; fsspec reads the arrays back over HTTP, equal to h5py.
-#[test]
-fn a_manifest_of_an_http_object_reads_back_over_http() {
-    if !python_has("zarr, fsspec, aiohttp, h5py, hdf5plugin, numpy") {
-        return;
-    }
-    let Some(ng) = servers::Nginx::start(&root().join("mount-tests/fixtures/zarr"), 0) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("m.json");
-    let url = ng.url("zarr_latest.h5");
-    let o = aws_free(&mut Command::new(BIN), dir.path())
-        .args(["refs", &url, "-o", manifest.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
-    let urls = urls_of(&m);
-    assert!(
-        !urls.is_empty() && urls.iter().all(|u| *u == url),
-        "{urls:?}"
-    );
-    let gets_by_refs = ng.logged().len();
+/// The fixtures `refs_check.py` reads locally (`zarr_check.py`'s list), relative to
+/// mount-tests/fixtures: asked of Python, so that the list has one definition.
+fn default_fixtures() -> Vec<String> {
+    let list = "import sys; sys.path.insert(0, 'mount-tests')\n\
+                from zarr_check import DEFAULT, FIX\n\
+                print('\\n'.join(str(p.relative_to(FIX)) for p in DEFAULT))\n";
     let out = Command::new("python3")
-        .arg(root().join("mount-tests/refs_check.py"))
-        .args(["--manifest", manifest.to_str().unwrap(), "http"])
-        .arg(fixture("zarr_latest.h5"))
+        .args(["-c", list])
         .current_dir(root())
         .output()
-        .unwrap();
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(files.len() > 50, "{files:?}");
+    files
+}
+
+/// Who reads a remote manifest back from the server.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadBy {
+    Zarr,
+    ZarrAndXarray,
+    /// No client: it holds no reference.
+    Nobody,
+}
+
+/// The inline thresholds each remote manifest is written at (None: the default), and who
+/// reads it back: at 0, every chunk that can be a reference is one, read by zarr-python
+/// from the server; at the default, as users get them (references, small arrays inline),
+/// zarr-python and xarray; at 64 MiB every array is inline (decoded-only ones too, read and
+/// decoded by `h5mount refs` from the server), nothing is left for a client to fetch.
+/// Each is also the local file's manifest at that threshold but for the URLs, and
+/// `refs_check.py` reads those back locally.
+const REMOTE_THRESHOLDS: [(Option<u32>, ReadBy); 3] = [
+    (Some(0), ReadBy::Zarr),
+    (None, ReadBy::ZarrAndXarray),
+    (Some(64 << 20), ReadBy::Nobody),
+];
+
+/// The manifests of remote fixtures: (manifest, local copy) pairs for zarr-python alone
+/// and for xarray too, and the fixtures whose manifests read by a client hold references
+/// (so that it must read them from the server).
+#[derive(Default)]
+struct RemoteManifests {
+    zarr: Vec<PathBuf>,
+    xarray: Vec<PathBuf>,
+    referencing: Vec<String>,
+}
+
+/// For each fixture `rel` of `files` and each of [`REMOTE_THRESHOLDS`]: `h5mount refs`
+/// of `url(rel)` (with `extra` options) into `dir`, read remotely. Every reference must
+/// name that URL, and the manifest be the local copy's but for the URLs.
+fn remote_manifests(
+    files: &[String],
+    url: impl Fn(&str) -> String,
+    extra: &[&str],
+    dir: &Path,
+) -> RemoteManifests {
+    let mut r = RemoteManifests::default();
+    for rel in files {
+        let url = url(rel);
+        let local = root().join("mount-tests/fixtures").join(rel);
+        for (threshold, read_by) in REMOTE_THRESHOLDS {
+            let t = threshold.map_or("default".into(), |t| t.to_string());
+            let manifest = dir.join(format!("{}.t{t}.json", rel.replace('/', "_")));
+            let limit: Vec<String> = threshold
+                .map(|t| vec!["--inline-threshold".into(), t.to_string()])
+                .unwrap_or_default();
+            let o = aws_free(&mut Command::new(BIN), dir)
+                .args(["refs", &url, "-o", manifest.to_str().unwrap()])
+                .args(extra)
+                .args(&limit)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{url}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let m: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+            let urls = urls_of(&m);
+            assert!(urls.iter().all(|u| *u == url), "{rel}: {urls:?}");
+            let mut args = vec![local.to_str().unwrap()];
+            args.extend(limit.iter().map(String::as_str));
+            let here: serde_json::Value = serde_json::from_slice(&run_refs(&args).stdout).unwrap();
+            assert!(
+                refs_without_urls(&here) == refs_without_urls(&m)
+                    && here["h5mount"] == m["h5mount"],
+                "{rel} (threshold {t}): the remote manifest is not the local one"
+            );
+            let pairs = match read_by {
+                ReadBy::Zarr => &mut r.zarr,
+                ReadBy::ZarrAndXarray => &mut r.xarray,
+                ReadBy::Nobody => continue,
+            };
+            if !urls.is_empty() && !r.referencing.contains(rel) {
+                r.referencing.push(rel.clone());
+            }
+            pairs.push(manifest);
+            pairs.push(local.clone());
+        }
+    }
+    r
+}
+
+/// `refs_check.py --remote PROTOCOL` over the manifests `m`, all in one Python process:
+/// every array read with zarr-python, and with xarray too where `m` says so when xarray
+/// is installed (else that part says "skip"), equal to h5py's, nothing missing unlisted.
+fn check_remote(protocol: &str, endpoint: Option<&str>, m: &RemoteManifests, home: &Path) {
+    let mut py = Command::new("python3");
+    py.arg(root().join("mount-tests/refs_check.py"))
+        .args(["--remote", protocol]);
+    if let Some(e) = endpoint {
+        py.args(["--endpoint", e]);
+    }
+    py.args(&m.zarr);
+    if python_has("xarray, h5netcdf") {
+        py.arg("--xarray");
+    }
+    py.args(&m.xarray).current_dir(root());
+    let out = aws_free(&mut py, home).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
-    assert!(text.contains(" passed, 0 failed"), "{text}");
-    // The readers went to the server for the chunks: more requests than the manifest's own.
-    assert!(ng.logged().len() > gets_by_refs, "no chunk read over HTTP");
+    let passed: u64 = text
+        .lines()
+        .last()
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        passed > 1000 && text.contains(" passed, 0 failed"),
+        "{text}"
+    );
+}
+
+/// Every fixture `refs_check.py` checks locally, behind a real HTTP server (nginx on
+/// loopback): its manifests made by reading it over HTTP, at each of [`REMOTE_THRESHOLDS`],
+/// names it by its URL, and fsspec's `ReferenceFileSystem` over HTTP reads every array
+/// back with zarr-python (and xarray) equal to h5py's values of the local file. Every
+/// fixture whose manifests hold references was then read from nginx by the clients.
+#[test]
+fn every_fixture_s_manifest_made_and_read_over_http_equals_h5py() {
+    if !python_has("zarr, fsspec, aiohttp, h5py, hdf5plugin, numpy") {
+        return;
+    }
+    let files = default_fixtures();
+    let Some(ng) = servers::Nginx::start(&root().join("mount-tests/fixtures"), 0) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let m = remote_manifests(&files, |rel| ng.url(rel), &[], dir.path());
+    let by_refs = ng.logged().len();
+    check_remote("http", None, &m, dir.path());
+    let read: std::collections::HashSet<String> = ng.logged()[by_refs..]
+        .iter()
+        .filter(|l| l.method == "GET" && l.status == 206)
+        .map(|l| l.uri.trim_start_matches('/').to_string())
+        .collect();
+    let unread: Vec<&String> = m
+        .referencing
+        .iter()
+        .filter(|f| !read.contains(*f))
+        .collect();
+    assert!(
+        m.referencing.len() > 30 && unread.is_empty(),
+        "no chunk of these read over HTTP: {unread:?}"
+    );
+}
+
+/// The same on a real S3 store (SeaweedFS on loopback): every fixture uploaded, its
+/// manifest made by reading the object through S3 (unsigned, at the store's endpoint),
+/// naming it by its s3:// URL, and read back through s3fs equal to h5py.
+#[test]
+fn every_fixture_s_manifest_made_and_read_over_s3_equals_h5py() {
+    if !python_has("zarr, fsspec, s3fs, h5py, hdf5plugin, numpy") {
+        return;
+    }
+    let files = default_fixtures();
+    let Some(sw) = servers::Seaweed::start() else {
+        return;
+    };
+    sw.create_bucket("fixtures");
+    for rel in &files {
+        let bytes = std::fs::read(root().join("mount-tests/fixtures").join(rel)).unwrap();
+        sw.put_object("fixtures", rel, &bytes);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = sw.endpoint();
+    let extra = [
+        "--endpoint",
+        &endpoint,
+        "--no-sign-request",
+        "--region",
+        "us-east-1",
+    ];
+    let m = remote_manifests(
+        &files,
+        |rel| format!("s3://fixtures/{rel}"),
+        &extra,
+        dir.path(),
+    );
+    assert!(m.referencing.len() > 30, "{:?}", m.referencing);
+    check_remote("s3", Some(&endpoint), &m, dir.path());
 }
 
 /// The refs of every entry of a manifest, URLs left out: what two manifests of the same

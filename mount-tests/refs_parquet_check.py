@@ -129,7 +129,8 @@ def main():
                      ["--record-size", str(record)] if record else [])
                 what = "%s (threshold %d, record %s)" % (src.name, threshold, record)
                 check_rows(js, parq, what, counts, failures)
-                check_manifest(parq, "file", src, threshold, counts, failures)
+                check_manifest(parq, "file", src, "threshold %d" % threshold, counts,
+                               failures)
     report(counts, failures)
 
 

@@ -24,7 +24,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::format::messages::datatype::{ReferenceKind, TypeClass, VarLenKind};
-use crate::model::{Attribute, File, LinkTarget, ObjectId, ObjectKind};
+use crate::model::{Attribute, DatasetInfo, File, LinkTarget, ObjectId, ObjectKind};
 use crate::views::vlen::{parse_ref, HeapCache};
 
 /// The text netCDF stores as the `NAME` of a dimension scale that is not a variable.
@@ -201,6 +201,13 @@ fn link_name(file: &File, target: ObjectId) -> Option<String> {
 /// need. The `k`-th axis of length `n` of a dataset is the `k`-th such dimension. The count
 /// starts at 0 in every group (h5netcdf goes on counting from group to group, in the order
 /// it opens them). Datasets with some scales attached, and the scales, are left out.
+///
+/// The names cover the array's whole shape ([`zarr_shape`]), since xarray opens no group
+/// with an array whose dimensions are not all named. The axes netCDF has no dataset
+/// dimension for (a null dataspace's one empty axis, an array datatype's axes after the
+/// dataset's own) are named in a second round, after every other: the same rule, with the
+/// names the first round gave taken already, so the names netCDF's readers give stay as
+/// they are.
 pub fn phony_names(file: &File, group: ObjectId) -> HashMap<ObjectId, Vec<String>> {
     let links = match file.links_by_creation_order(group) {
         Ok(Some(l)) => l,
@@ -208,8 +215,9 @@ pub fn phony_names(file: &File, group: ObjectId) -> HashMap<ObjectId, Vec<String
     };
     // Length (None: unlimited) -> names of the group's scales of that length.
     let mut labeled: HashMap<Option<u64>, Vec<String>> = HashMap::new();
-    // Length -> most axes of that length in one dataset, in order of first need.
-    let mut need: Vec<(u64, usize)> = Vec::new();
+    // Per round, length -> most axes of that length in one dataset, in order of first
+    // need: the datasets' own axes, then the whole shapes.
+    let mut need: [Vec<(u64, usize)>; 2] = [Vec::new(), Vec::new()];
     let mut unnamed: Vec<(ObjectId, Vec<u64>)> = Vec::new();
     for l in &links {
         let LinkTarget::Hard(id) = l.target else {
@@ -220,9 +228,8 @@ pub fn phony_names(file: &File, group: ObjectId) -> HashMap<ObjectId, Vec<String
         }
         let Ok(ds) = file.dataset(id) else { continue };
         let attrs = file.attributes(id).unwrap_or_default();
-        let shape = ds.info.shape.clone();
         if is_scale(&attrs) {
-            if let [n] = shape[..] {
+            if let [n] = ds.info.shape[..] {
                 let unlimited = ds.info.max_shape.as_deref() == Some(&[u64::MAX][..]);
                 labeled
                     .entry((!unlimited).then_some(n))
@@ -231,37 +238,39 @@ pub fn phony_names(file: &File, group: ObjectId) -> HashMap<ObjectId, Vec<String
             }
             continue;
         }
-        if attrs.iter().any(|a| a.name == "DIMENSION_LIST") || ds.info.null {
+        if attrs.iter().any(|a| a.name == "DIMENSION_LIST") {
             continue;
         }
-        let mut counts: Vec<(u64, usize)> = Vec::new();
-        for &n in &shape {
-            match counts.iter_mut().find(|(m, _)| *m == n) {
-                Some((_, c)) => *c += 1,
-                None => counts.push((n, 1)),
-            }
-        }
-        for (n, c) in counts {
-            match need.iter_mut().find(|(m, _)| *m == n) {
-                Some((_, have)) => *have = (*have).max(c),
-                None => need.push((n, c)),
+        let own: &[u64] = if ds.info.null { &[] } else { &ds.info.shape };
+        let shape = zarr_shape(&ds.info);
+        for (round, axes) in need.iter_mut().zip([own, &shape[..]]) {
+            for (n, c) in axis_counts(axes) {
+                match round.iter_mut().find(|(m, _)| *m == n) {
+                    Some((_, have)) => *have = (*have).max(c),
+                    None => round.push((n, c)),
+                }
             }
         }
         unnamed.push((id, shape));
     }
     let mut names: HashMap<(u64, usize), String> = HashMap::new();
     let mut next = 0usize;
-    for (n, c) in need {
-        let scales = labeled.get(&Some(n)).map_or(&[][..], Vec::as_slice);
-        for k in 0..c {
-            let name = match scales.get(k) {
-                Some(s) => s.clone(),
-                None => {
-                    next += 1;
-                    format!("phony_dim_{}", next - 1)
+    for round in &need {
+        for &(n, c) in round {
+            let scales = labeled.get(&Some(n)).map_or(&[][..], Vec::as_slice);
+            for k in 0..c {
+                if names.contains_key(&(n, k)) {
+                    continue;
                 }
-            };
-            names.insert((n, k), name);
+                let name = match scales.get(k) {
+                    Some(s) => s.clone(),
+                    None => {
+                        next += 1;
+                        format!("phony_dim_{}", next - 1)
+                    }
+                };
+                names.insert((n, k), name);
+            }
         }
     }
     unnamed
@@ -279,4 +288,37 @@ pub fn phony_names(file: &File, group: ObjectId) -> HashMap<ObjectId, Vec<String
             (id, dims)
         })
         .collect()
+}
+
+/// The shape of the Zarr array of a dataset described by `info`, as
+/// [`super::ZarrArray::new`] makes it: one empty axis for a null dataspace, and the axes of
+/// an array datatype (when the Zarr type keeps them) after the dataset's own.
+pub fn zarr_shape(info: &DatasetInfo) -> Vec<u64> {
+    let mut shape = own_shape(info);
+    if let Ok(z) = super::dtype::map(&info.dtype, info.fill_value.as_deref()) {
+        shape.extend(z.sub);
+    }
+    shape
+}
+
+/// The dataset's own axes in its Zarr array: its shape, or one empty axis for a null
+/// dataspace (which holds nothing).
+pub fn own_shape(info: &DatasetInfo) -> Vec<u64> {
+    if info.null {
+        vec![0]
+    } else {
+        info.shape.clone()
+    }
+}
+
+/// Each length among `axes` with how many axes have it, in order of first appearance.
+fn axis_counts(axes: &[u64]) -> Vec<(u64, usize)> {
+    let mut counts: Vec<(u64, usize)> = Vec::new();
+    for &n in axes {
+        match counts.iter_mut().find(|(m, _)| *m == n) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((n, 1)),
+        }
+    }
+    counts
 }

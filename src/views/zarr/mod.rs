@@ -134,12 +134,7 @@ impl ZarrArray {
         if itemsize == 0 {
             return Err(Error::unsupported("Zarr data type", "elements of 0 bytes"));
         }
-        // A null dataspace holds nothing: an empty array.
-        let base: Vec<u64> = if info.null {
-            vec![0]
-        } else {
-            info.shape.clone()
-        };
+        let base = dims::own_shape(info);
         let rank = base.len();
         let (grid, mut chunks) = match ds.chunk_dims() {
             Some(c) if c.len() == rank => (Grid::Stored, c.to_vec()),
@@ -242,9 +237,10 @@ impl ZarrArray {
 
     /// Give the array dimension names where its dimension scales give none (netCDF's
     /// `phony_dim_N`, from [`dims::phony_names`] over the array's group): taken only when
-    /// there is one per dimension of the dataset and the array has none yet.
+    /// there is one per dimension of the array (an array datatype's too) and the array has
+    /// none yet.
     pub fn set_dimension_names(&mut self, names: Vec<String>) {
-        if self.dims.names.is_none() && names.len() == self.rank {
+        if self.dims.names.is_none() && names.len() == self.shape.len() {
             self.dims.names = Some(names);
         }
     }

@@ -486,3 +486,52 @@ fn phony_dimension_names_as_h5netcdf_names_them() {
     let nc = open(&root().join("zarr/netcdf.h5"));
     assert!(dims::phony_names(&nc, nc.root()).is_empty());
 }
+
+/// xarray opens no group holding an array whose axes are not all named: the axes netCDF
+/// has no dimension for (an array datatype's after the dataset's own, a null dataspace's
+/// empty one) get phony names too, the same as the group's other axes of their length.
+#[test]
+fn every_axis_of_every_array_gets_a_phony_name() {
+    let dims_of = |file: &Arc<File>, path: &str| -> Value {
+        let names = dims::phony_names(file, file.root());
+        let mut a = array(file, path, ZarrVersion::V2);
+        let id = file.resolve(path).unwrap();
+        a.set_dimension_names(names[&id].clone());
+        a.metadata()[1].1["_ARRAY_DIMENSIONS"].clone()
+    };
+    for name in [
+        "dtypes_latest.h5",
+        "layouts_latest.h5",
+        "dtypes_earliest.h5",
+    ] {
+        let file = open(&root().join("data").join(name));
+        let names = dims::phony_names(&file, file.root());
+        let opts = ZarrOptions {
+            version: ZarrVersion::V2,
+            decoded: false,
+        };
+        for (path, ds) in datasets(&file) {
+            // Types with no Zarr counterpart (variable-length sequences) make no array.
+            let Ok(mut a) = ZarrArray::new(&file, &ds, opts) else {
+                continue;
+            };
+            a.set_dimension_names(names[&ds.id].clone());
+            let got = &a.metadata()[1].1["_ARRAY_DIMENSIONS"];
+            assert_eq!(
+                got.as_array().map(Vec::len),
+                Some(a.shape().len()),
+                "{name}{path}: {got}"
+            );
+        }
+        if name.starts_with("dtypes") {
+            // (6,) of f4[3, 4]: its axes of 3 and 4 are those of bitfield_B8LE (3,) and
+            // S10 (4,).
+            let arr = dims_of(&file, "/array_f4_3x4");
+            assert_eq!(arr[1], dims_of(&file, "/bitfield_B8LE")[0]);
+            assert_eq!(arr[2], dims_of(&file, "/S10")[0]);
+            assert_eq!(arr.as_array().unwrap().len(), 3);
+        } else {
+            assert_eq!(dims_of(&file, "/null"), dims_of(&file, "/empty_0"));
+        }
+    }
+}
