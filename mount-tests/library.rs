@@ -349,3 +349,117 @@ fn corpus_matches_h5py() {
         failures.len()
     );
 }
+
+/// A byte source over a fixture held in memory that counts the reads asked of it.
+#[derive(Debug)]
+struct Counting {
+    bytes: h5mount::io::Memory,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl h5mount::io::ByteSource for Counting {
+    fn len(&self) -> u64 {
+        self.bytes.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.bytes.read_at(offset, buf)
+    }
+    fn identity(&self) -> String {
+        self.bytes.identity()
+    }
+    fn name(&self) -> String {
+        self.bytes.name()
+    }
+}
+
+/// Unfiltered datasets of thousands of chunks of one to four bytes, stored back to back
+/// in the order h5py wrote them, under each chunk index, with index nodes between runs of
+/// chunks (the v1 B-tree of the earliest form), chunks never written between written ones
+/// (the sparse ones, read as the fill value), and chunks of four rows of one column (each
+/// chunk's rows go to four rows of the image): read whole, and in pieces of 1,000 and
+/// 65,536 bytes, each hashes to h5py's digest, and the whole read asks the source for at
+/// most one read per 16 chunks (without merging the reads of adjacent chunks: one per chunk
+/// and more).
+#[test]
+fn adjacent_small_chunks_are_read_together_and_exactly() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let m = harness::manifest();
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "chunked_huge_latest.h5",
+            &["/ea_140000", "/ea_sparse_140000"],
+        ),
+        (
+            "chunked_many_earliest.h5",
+            &[
+                "/fixed_r1",
+                "/fixed_r2",
+                "/fixed_sparse",
+                "/ext1_r1",
+                "/ext2_r2",
+            ],
+        ),
+        (
+            "chunked_many_latest.h5",
+            &[
+                "/fixed_r1",
+                "/fixed_r2",
+                "/fixed_sparse",
+                "/ext1_r1",
+                "/ext1_sparse",
+                "/ext2_r2",
+            ],
+        ),
+        (
+            "chunked_many_v114.h5",
+            &["/fixed_r1", "/ext1_r1", "/ext2_r2"],
+        ),
+    ];
+    for (name, paths) in cases {
+        let bytes = std::fs::read(harness::data_dir().join(name)).unwrap();
+        let src = Arc::new(Counting {
+            bytes: h5mount::io::Memory::new(bytes, name),
+            reads: Default::default(),
+        });
+        let f = File::from_source(src.clone(), &OpenOptions::default()).unwrap();
+        for path in *paths {
+            let o = &m["files"][*name]["objects"][*path];
+            let want = o["sha256"].as_str().unwrap();
+            let chunks: u64 = o["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(o["chunks"].as_array().unwrap())
+                .map(|(s, c)| s.as_u64().unwrap().div_ceil(c.as_u64().unwrap()))
+                .product();
+            assert!(chunks >= 2000, "{name}{path}: {chunks} chunks");
+            let d = f.dataset(f.resolve(path).unwrap()).unwrap();
+            assert!(d.info.filters.is_empty(), "{name}{path} is filtered");
+            let before = src.reads.load(Relaxed);
+            let all = d.read_all().unwrap();
+            let reads = src.reads.load(Relaxed) - before;
+            assert_eq!(harness::sha256(&all), want, "{name}{path}: whole read");
+            assert!(
+                reads as u64 <= chunks / 16,
+                "{name}{path}: {reads} source reads for {chunks} chunks"
+            );
+            for piece in [1000usize, 65_536] {
+                let mut got = Vec::with_capacity(all.len());
+                let mut buf = vec![0u8; piece];
+                while got.len() < all.len() {
+                    let n = d.read_at(got.len() as u64, &mut buf).unwrap();
+                    assert!(n > 0, "{name}{path}: short at {}", got.len());
+                    got.extend_from_slice(&buf[..n]);
+                }
+                assert_eq!(
+                    harness::sha256(&got),
+                    want,
+                    "{name}{path}: pieces of {piece}"
+                );
+            }
+            eprintln!("{name}{path}: {chunks} chunks, {reads} source reads");
+        }
+    }
+}

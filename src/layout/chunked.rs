@@ -22,6 +22,13 @@
 //! size its index record gives and decoded by the filter pipeline, unless the dataset has no
 //! filters, or layout flag [`DONT_FILTER_PARTIAL_EDGE_CHUNKS`] is set and the chunk crosses the
 //! dataset's upper edge (such chunks are stored raw).
+//!
+//! Unfiltered chunks skip the cache where it would only cost: chunks with long row runs
+//! always (`Chunked::direct`), and on a local file small chunks that the read covers whole
+//! (no later read of a reader going on through the image needs them again). Their row runs
+//! are copied from the file straight into the reader's buffer, gathered so that runs lying
+//! together in the file are one source read (the `gather` module): a read of thousands of
+//! adjacent chunks of a few bytes each costs a few reads, not one per chunk.
 
 use std::sync::{Arc, OnceLock};
 
@@ -34,6 +41,7 @@ use crate::format::messages::layout::{
 use crate::io::{ReadCtx, Storage, UNDEFINED_ADDR};
 
 use super::chunk_index::{self, ChunkIndex, ChunkRecord, IndexParams};
+use super::gather::Gather;
 use super::{fill_pattern, LayoutParams};
 
 /// HDF5 limits a chunk to less than 4 GiB (its size is a 32-bit quantity in the v1 B-tree
@@ -463,7 +471,8 @@ impl Chunked {
     }
 
     /// Whether reads copy this dataset's chunks from the file straight into the reader's
-    /// buffer, uncached: unfiltered chunks with long row runs (one `pread` per run; caching
+    /// buffer, uncached: unfiltered chunks with long row runs (a read per run, or per run of
+    /// runs adjacent in the file and the buffer; caching
     /// them would cost an extra copy and evict decoded chunks, and the kernel's page cache
     /// already holds the file).
     fn direct(&self) -> bool {
@@ -602,6 +611,13 @@ impl Chunked {
             // Nothing to decode: a remote source fetches the chunks' bytes (just hinted).
             return Ok(());
         }
+        // Small unfiltered chunks that this read covers whole are copied from the file as
+        // direct ones are, not through the cache: no later read of a reader going on through
+        // the image needs them again, and their row runs, gathered, cost a few source reads
+        // instead of a cache entry each. Not on a remote source, whose prefetch workers put
+        // such chunks in the cache ahead of the reader.
+        let whole_direct = !self.filtered && !fetch_only && !st.wants_hints();
+        let mut gather = Gather::new(&st);
         let mut cc = vec![0u64; m];
         let mut scratch = Scratch {
             a: vec![0; m],
@@ -615,9 +631,9 @@ impl Chunked {
                 // also serves the later regions: an uncached chunk is not decoded again.
                 if !(0..k).any(|j| inside(j, &cc)) {
                     let held;
-                    let src = if direct {
+                    let src = if direct || (whole_direct && self.covers(offset, end, &cc)) {
                         match self.locate(&cc)? {
-                            Some((rec, _)) => Source::File(&st, rec.addr),
+                            Some((rec, _)) => Source::File(rec.addr),
                             None => Source::Fill,
                         }
                     } else {
@@ -632,7 +648,7 @@ impl Chunked {
                     };
                     for (j, r) in regions.iter().enumerate().skip(k) {
                         if inside(j, &cc) {
-                            self.copy_chunk(r, &cc, src, offset, buf, &mut scratch)?;
+                            self.copy_chunk(r, &cc, src, offset, buf, &mut scratch, &mut gather)?;
                         }
                     }
                 }
@@ -641,7 +657,26 @@ impl Chunked {
                 }
             }
         }
-        Ok(())
+        gather.finish(buf)
+    }
+
+    /// Whether image bytes `offset..end` hold every byte of the chunk at merged chunk
+    /// coordinates `cc` that the image shows (its part inside the dataset): its first and
+    /// last elements in C order are inside.
+    fn covers(&self, offset: u64, end: u64, cc: &[u64]) -> bool {
+        let g = &self.geom;
+        let (mut first, mut last) = (0u64, 0u64);
+        for (j, &c) in cc.iter().enumerate() {
+            let lo = c.saturating_mul(g.chunk[j]);
+            let hi = lo
+                .saturating_add(g.chunk[j])
+                .min(g.dims[j])
+                .saturating_sub(1);
+            first = first.saturating_add(lo.saturating_mul(g.strides[j]));
+            last = last.saturating_add(hi.saturating_mul(g.strides[j]));
+        }
+        first.saturating_mul(self.es) >= offset
+            && last.saturating_add(1).saturating_mul(self.es) <= end
     }
 
     /// Tell a source where every request costs a round trip which chunks the read of the
@@ -774,7 +809,10 @@ impl Chunked {
     }
 
     /// Copy region `r` ∩ chunk `cc` (merged coordinates), whose decoded bytes are `chunk`
-    /// (`None`: fill value), into `buf` (image bytes from `offset`), one row run at a time.
+    /// (`None`: fill value), into `buf` (image bytes from `offset`), one row run at a time;
+    /// runs of a chunk read from the file go to `gather`, read by the caller's
+    /// [`Gather::finish`].
+    #[allow(clippy::too_many_arguments)]
     fn copy_chunk(
         &self,
         r: &Region,
@@ -783,6 +821,7 @@ impl Chunked {
         offset: u64,
         buf: &mut [u8],
         s: &mut Scratch,
+        gather: &mut Gather<'_>,
     ) -> Result<()> {
         let g = &self.geom;
         let m = g.dims.len();
@@ -808,13 +847,14 @@ impl Chunked {
             let lo = img_lo.max(offset);
             let hi = (img_lo + run * es).min(end);
             if lo < hi {
-                let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
+                let (d0, d1) = ((lo - offset) as usize, (hi - offset) as usize);
+                let dst = &mut buf[d0..d1];
                 match chunk {
                     Source::Fill => fill_pattern(dst, lo, self.fill.as_deref()),
-                    Source::File(st, addr) => {
+                    Source::File(addr) => {
                         // `locate` checked that the whole chunk lies inside the file.
                         let from = chk * es + (lo - img_lo);
-                        st.read_data(addr + from, dst, "chunk")?;
+                        gather.add(buf, addr + from, d0, d1 - d0)?;
                     }
                     Source::Mem(data) => {
                         let from = chk * es + (lo - img_lo);
@@ -847,8 +887,8 @@ enum Source<'a> {
     Fill,
     /// Decoded, from the cache.
     Mem(&'a [u8]),
-    /// Stored raw at this relative file address, read through this handle.
-    File(&'a Storage, u64),
+    /// Stored raw at this relative file address.
+    File(u64),
 }
 
 /// An inclusive box of merged chunk coordinates: its lowest and highest corners.
@@ -985,9 +1025,49 @@ mod tests {
         }
     }
 
-    /// Write every present chunk (full size, junk 0xEE outside the dataset) to a temp file,
+    /// A source over bytes in memory that counts the reads asked of it.
+    #[derive(Debug)]
+    struct Counted {
+        bytes: crate::io::Memory,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl crate::io::ByteSource for Counted {
+        fn len(&self) -> u64 {
+            self.bytes.len()
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.bytes.read_at(offset, buf)
+        }
+        fn identity(&self) -> String {
+            self.bytes.identity()
+        }
+        fn name(&self) -> String {
+            self.bytes.name()
+        }
+    }
+
+    impl Counted {
+        fn reads(&self) -> usize {
+            self.reads.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    /// Write every present chunk (full size, junk 0xEE outside the dataset) to a byte image,
     /// index them in a map, and compute the expected image element by element.
     fn fixture(spec: Spec, present: impl Fn(&[u64]) -> bool) -> Fixture {
+        fixture_counted(spec, present, u64::MAX).0
+    }
+
+    /// [`fixture`], with 2 KiB of junk (0x77, as an index node would be) after every
+    /// `gap_every` chunks written, read through a source that counts its reads.
+    fn fixture_counted(
+        spec: Spec,
+        present: impl Fn(&[u64]) -> bool,
+        gap_every: u64,
+    ) -> (Fixture, Arc<Counted>) {
         let (dims, chunk) = (spec.dims, spec.chunk);
         let es = spec.es as u64;
         let grid: Vec<u64> = dims
@@ -1002,6 +1082,9 @@ mod tests {
             let cc = unravel(n, &grid);
             if !present(&cc) {
                 continue;
+            }
+            if map.len() as u64 % gap_every == gap_every - 1 {
+                file.extend_from_slice(&[0x77; 2048]);
             }
             let addr = file.len() as u64;
             for p in 0..chunk_elems {
@@ -1045,14 +1128,20 @@ mod tests {
             }
         }
         let max_dims = dims.to_vec();
-        let params = layout_params(spec, crate::io::testutil::memory_storage(&file), max_dims);
+        let counted = Arc::new(Counted {
+            bytes: crate::io::Memory::new(file, "test image"),
+            reads: Default::default(),
+        });
+        let storage = Storage::from_source(counted.clone());
+        let params = layout_params(spec, storage, max_dims);
         let cache = params.cache.clone();
         let reader = DataReader::with_chunk_index(params, Box::new(MapIndex(map))).unwrap();
-        Fixture {
+        let f = Fixture {
             reader,
             expect,
             cache,
-        }
+        };
+        (f, counted)
     }
 
     fn check_range(f: &Fixture, off: u64, n: usize) {
@@ -1320,6 +1409,41 @@ mod tests {
         let f = fixture(spec, |_| true);
         check_range(&f, 1, 100_000);
         assert!(f.cache.stats().misses > 0);
+    }
+
+    /// Chunks of 16 bytes back to back, 2 KiB of junk after every 64 (an index node), every
+    /// 97th never written (fill value): a read of many of them costs a few source reads,
+    /// through no cache entry, and each reads back exactly, 1-D (runs in order in the file
+    /// and the image) and 2-D (chunks of 2 x 2: each chunk's two rows go to two image rows).
+    #[test]
+    fn adjacent_small_chunks_cost_few_source_reads() {
+        for (dims, chunk) in [(&[16_384u64][..], &[4u64][..]), (&[128, 128], &[2, 2])] {
+            let spec = Spec {
+                fill: Some(vec![1, 2, 3, 4]),
+                ..Spec::plain(dims, chunk, 4)
+            };
+            let grid: Vec<u64> = dims.iter().zip(chunk).map(|(d, c)| d / c).collect();
+            let (f, src) = fixture_counted(spec, |cc| ravel(cc, &grid) % 97 != 5, 64);
+            let len = f.expect.len();
+            // 4,096 chunks, 62 gaps: 190 KiB of file, within one span.
+            check_range(&f, 0, len);
+            assert!(src.reads() <= 2, "{dims:?}: {} reads", src.reads());
+            assert_eq!(f.cache.stats().misses, 0, "{dims:?}: through the cache");
+            // In 4 KiB reads: a few each.
+            let before = src.reads();
+            for off in (0..len).step_by(4096) {
+                check_range(&f, off as u64, 4096);
+            }
+            let reads = src.reads() - before;
+            assert!(
+                reads <= 2 * len / 4096,
+                "{dims:?}: {reads} reads in 4 KiB reads"
+            );
+            // Reads that split chunks (and rows of the 2-D one) still read back exactly.
+            for off in (0..len).step_by(1000) {
+                check_range(&f, off as u64 + 3, 1001);
+            }
+        }
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //! * [`compact`]: the bytes are in the layout message;
 //! * [`contiguous`]: one block of the HDF5 file, read with one `pread`;
 //! * [`external`]: segments of other files, in order;
-//! * [`chunked`]: the range is cut into boxes, each box into the chunks it touches; every
+//! * [`chunked`]: the range is cut into boxes, each box into the chunks it touches; a
 //!   decoded chunk comes through the shared [`crate::cache::ChunkCache`] and is copied out in
-//!   contiguous row runs.
+//!   contiguous row runs, and unfiltered chunks are mostly copied from the file directly,
+//!   the runs of adjacent ones read together.
 //!
 //! Storage never written (an undefined contiguous address, a chunk missing from its index)
 //! reads as the fill value, one element repeated, or zeros when there is none.
@@ -19,6 +20,7 @@ pub mod chunked;
 pub mod compact;
 pub mod contiguous;
 pub mod external;
+mod gather;
 
 use std::path::PathBuf;
 use std::sync::Arc;

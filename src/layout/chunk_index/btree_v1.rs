@@ -57,6 +57,7 @@ impl BtreeV1Index {
             |n| n.level == 0,
             || {
                 let rank = self.params.chunk_dims.len();
+                super::log_read("btree-v1-node", addr, 0);
                 let n = BtreeV1Node::read(&self.params.storage, addr, self.params.sizes, rank + 1)?;
                 if n.node_type != NODE_TYPE_CHUNK {
                     return Err(Error::corrupt(

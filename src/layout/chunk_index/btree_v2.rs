@@ -39,6 +39,7 @@ const WHAT: &str = "v2 B-tree chunk index";
 impl BtreeV2Index {
     /// Open the index whose B-tree header is at `addr`.
     pub fn open(params: &IndexParams, addr: u64) -> Result<BtreeV2Index> {
+        super::log_read("btree-v2-header", addr, 0);
         let header = BtreeV2Header::read(&params.storage, addr, params.sizes)?;
         let rank = params.dims.len();
         let rs = header.record_size as usize;
@@ -87,7 +88,10 @@ impl BtreeV2Index {
             addr,
             |n| n.depth == depth && n.len() as u64 == records,
             |n| n.depth == 0,
-            || read_node(&p.storage, &self.header, p.sizes, addr, depth, records),
+            || {
+                super::log_read("btree-v2-node", addr, 0);
+                read_node(&p.storage, &self.header, p.sizes, addr, depth, records)
+            },
         )
     }
 }

@@ -56,6 +56,7 @@ impl ExtensibleArrayIndex {
         let header = if addr == UNDEFINED_ADDR {
             None
         } else {
+            super::log_read("earray-header", addr, 0);
             Some(ExtensibleArrayHeader::read(
                 &params.storage,
                 addr,
@@ -76,6 +77,7 @@ impl ExtensibleArrayIndex {
         if let Some(b) = slot.as_ref() {
             return Ok(b.clone());
         }
+        super::log_read("earray-index-block", h.index_block, 0);
         let b = Arc::new(ExtensibleArrayIndexBlock::read(
             &self.params.storage,
             h,
@@ -94,6 +96,7 @@ impl ExtensibleArrayIndex {
         if let Some(b) = lock(&self.sblocks).get(&addr) {
             return Ok(b.clone());
         }
+        super::log_read("earray-super-block", addr, 0);
         let b = Arc::new(ExtensibleArraySuperBlock::read(
             &self.params.storage,
             h,
@@ -186,8 +189,10 @@ impl ExtensibleArrayIndex {
                         "paged data block addressed from the index block",
                     ));
                 }
-                let bytes =
-                    self.elements(addr, || read_data_block(storage, h, addr, nelmts, sizes))?;
+                let bytes = self.elements(addr, || {
+                    super::log_read("earray-data-block", addr, 0);
+                    read_data_block(storage, h, addr, nelmts, sizes)
+                })?;
                 element_at(h, &bytes, elmt, sizes)?
             }
             ElementLocation::SuperBlock {
@@ -204,8 +209,10 @@ impl ExtensibleArrayIndex {
                     return Ok(None);
                 };
                 if sblock.dblk_npages == 0 {
-                    let bytes =
-                        self.elements(addr, || read_data_block(storage, h, addr, nelmts, sizes))?;
+                    let bytes = self.elements(addr, || {
+                        super::log_read("earray-data-block", addr, 0);
+                        read_data_block(storage, h, addr, nelmts, sizes)
+                    })?;
                     element_at(h, &bytes, elmt, sizes)?
                 } else {
                     let page = elmt / h.page_elements();
@@ -213,8 +220,10 @@ impl ExtensibleArrayIndex {
                         return Ok(None);
                     }
                     let key = Self::page_key(addr, page);
-                    let bytes =
-                        self.elements(key, || read_data_block_page(storage, h, addr, page, sizes))?;
+                    let bytes = self.elements(key, || {
+                        super::log_read("earray-data-block-page", addr, page);
+                        read_data_block_page(storage, h, addr, page, sizes)
+                    })?;
                     element_at(h, &bytes, elmt % h.page_elements(), sizes)?
                 }
             }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use super::{linear_index, max_chunk_grid, ChunkIndex, ChunkRecord, IndexParams};
+use super::{linear_index, log_read, max_chunk_grid, ChunkIndex, ChunkRecord, IndexParams};
 use crate::error::{Error, Result};
 use crate::format::fixed_array::{element_at, FixedArrayDataBlock, FixedArrayHeader};
 use crate::io::UNDEFINED_ADDR;
@@ -44,6 +44,7 @@ impl FixedArrayIndex {
         let header = if addr == UNDEFINED_ADDR {
             None
         } else {
+            log_read("farray-header", addr, 0);
             Some(FixedArrayHeader::read(&params.storage, addr, params.sizes)?)
         };
         Ok(FixedArrayIndex {
@@ -60,6 +61,7 @@ impl FixedArrayIndex {
         if let Some(d) = slot.as_ref() {
             return Ok(d.clone());
         }
+        log_read("farray-data-block", header.data_block, 0);
         let d = Arc::new(FixedArrayDataBlock::read(
             &self.params.storage,
             header,
@@ -79,6 +81,7 @@ impl FixedArrayIndex {
             return Ok(p.clone());
         }
         // Read without holding the lock; a racing reader may read the same page twice.
+        log_read("farray-data-block-page", header.data_block, page);
         let p = Arc::new(dblock.read_page(&self.params.storage, header, page)?);
         lock(&self.pages).put(page, p.clone());
         Ok(p)

@@ -13,6 +13,12 @@
 //!
 //! Both were checked against libhdf5 2.0 (files in `testdata/`, written by
 //! `testdata/make_testdata.py`).
+//!
+//! Every read of an index structure from the file (a node, a block, a page; a cache hit
+//! reads nothing) is logged at trace level under the target [`READS_TARGET`], with the
+//! structure's kind and address (`log_read`): a benchmark runs the daemon with
+//! `RUST_LOG=h5mount::chunk_index::reads=trace` and counts structures read more than once,
+//! which the daemon's system calls cannot tell apart from its reads of chunk data.
 
 pub mod btree_v1;
 pub mod btree_v2;
@@ -35,6 +41,16 @@ pub(crate) const NODE_CACHE_ENTRIES: NonZeroUsize = match NonZeroUsize::new(64) 
     Some(n) => n,
     None => unreachable!(),
 };
+
+/// The log target of `log_read`.
+pub const READS_TARGET: &str = "h5mount::chunk_index::reads";
+
+/// Log, at trace level under [`READS_TARGET`], that the index structure `kind` at file
+/// address `addr` is read from the file (`part`: the page of a paged block, else 0), as
+/// the line `read KIND ADDR PART`.
+pub(crate) fn log_read(kind: &str, addr: u64, part: u64) {
+    log::trace!(target: READS_TARGET, "read {kind} {addr} {part}");
+}
 
 /// Where one chunk is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
