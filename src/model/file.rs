@@ -437,9 +437,9 @@ impl File {
         if id.0 == UNDEFINED_ADDR {
             return Err(Error::corrupt("object header", id.0, "undefined address"));
         }
-        let (first, complete) = ObjectHeader::read_first_chunk(&self.storage, id.0, self.sizes())?;
+        let (first, unread) = ObjectHeader::read_first_chunk(&self.storage, id.0, self.sizes())?;
         let kind = kind_of(&first);
-        if complete {
+        if unread.is_empty() {
             lock(&self.headers).put(id.0, Arc::new(first));
             return Ok(kind);
         }
