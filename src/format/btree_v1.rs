@@ -65,6 +65,26 @@ pub struct BtreeV1Node {
     pub children: Vec<u64>,
 }
 
+/// Bytes of one key of a node of type `node_type` (at `addr`, for errors); `chunk_dims` as
+/// for [`BtreeV1Node::read`].
+fn key_len(node_type: u8, chunk_dims: usize, sizes: Sizes, addr: u64) -> Result<usize> {
+    const WHAT: &str = "v1 B-tree node";
+    match node_type {
+        NODE_TYPE_GROUP => Ok(sizes.length as usize),
+        NODE_TYPE_CHUNK => {
+            if chunk_dims == 0 || chunk_dims > crate::format::limits::MAX_RANK + 1 {
+                return Err(Error::corrupt(
+                    WHAT,
+                    addr,
+                    format!("chunk key with {chunk_dims} dimensions"),
+                ));
+            }
+            Ok(CHUNK_KEY_PREFIX + 8 * chunk_dims)
+        }
+        t => Err(Error::corrupt(WHAT, addr, format!("unknown node type {t}"))),
+    }
+}
+
 impl BtreeV1Node {
     /// Read the node at `addr`. `chunk_dims` is the dataset rank + 1 (for type 1 keys); it is
     /// ignored for type 0 nodes.
@@ -105,20 +125,7 @@ impl BtreeV1Node {
             ));
         }
 
-        let key_len = match node_type {
-            NODE_TYPE_GROUP => sizes.length as usize,
-            NODE_TYPE_CHUNK => {
-                if chunk_dims == 0 || chunk_dims > crate::format::limits::MAX_RANK + 1 {
-                    return Err(Error::corrupt(
-                        WHAT,
-                        addr,
-                        format!("chunk key with {chunk_dims} dimensions"),
-                    ));
-                }
-                CHUNK_KEY_PREFIX + 8 * chunk_dims
-            }
-            t => return Err(Error::corrupt(WHAT, addr, format!("unknown node type {t}"))),
-        };
+        let key_len = key_len(node_type, chunk_dims, sizes, addr)?;
         // entries ≤ 65535 and key_len ≤ 8 + 8·33, so this cannot overflow; read_vec checks
         // the length against the file before allocating.
         let body_len = (entries + 1) * key_len + entries * o;
@@ -172,6 +179,22 @@ impl BtreeV1Node {
             keys,
             children,
         })
+    }
+
+    /// The bytes the node at `addr` takes that [`Self::read`] reads (its head and the
+    /// entries used), from its head alone; `chunk_dims` as for [`Self::read`].
+    pub fn extent(storage: &Storage, addr: u64, sizes: Sizes, chunk_dims: usize) -> Result<u64> {
+        const WHAT: &str = "v1 B-tree node";
+        let o = sizes.offset as u64;
+        let head = storage.read_vec(addr, 8, WHAT)?;
+        let mut c = Cursor::new(&head, addr, WHAT);
+        c.signature(b"TREE")?;
+        let node_type = c.u8()?;
+        let _level = c.u8()?;
+        let entries = c.u16()? as u64;
+        let key_len = key_len(node_type, chunk_dims, sizes, addr)? as u64;
+        // entries ≤ 65535 and key_len ≤ 8 + 8·33: no overflow.
+        Ok(8 + 2 * o + (entries + 1) * key_len + entries * o)
     }
 
     /// Number of entries (children) in the node.

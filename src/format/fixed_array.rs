@@ -185,6 +185,21 @@ impl FixedArrayHeader {
         }
     }
 
+    /// Bytes of the data block before its first page (signature, version, client id,
+    /// header address, the page-init bitmap or, unpaged, the elements, and the checksum):
+    /// what [`FixedArrayDataBlock::read`] reads (`None` on overflow).
+    pub fn data_block_prefix_len(&self, sizes: Sizes) -> Option<u64> {
+        let npages = self.npages();
+        let elements_len = if npages == 0 {
+            self.max_entries.checked_mul(self.element_size as u64)?
+        } else {
+            0
+        };
+        (6 + sizes.offset as u64 + 4)
+            .checked_add(npages.div_ceil(8))?
+            .checked_add(elements_len)
+    }
+
     /// Bytes of one full page including its checksum (`None` on overflow).
     pub fn page_bytes(&self) -> Option<u64> {
         self.page_elements()
@@ -212,7 +227,6 @@ impl FixedArrayDataBlock {
         const WHAT: &str = "fixed array data block";
         let addr = header.data_block;
         let npages = header.npages();
-        let o = sizes.offset as u64;
         let bitmap_len = npages.div_ceil(8);
         let elements_len = if npages == 0 {
             header
@@ -222,10 +236,8 @@ impl FixedArrayDataBlock {
         } else {
             0
         };
-        // Prefix: signature, version, client id, header address; bitmap or elements; checksum.
-        let len = (6 + o + 4)
-            .checked_add(bitmap_len)
-            .and_then(|l| l.checked_add(elements_len))
+        let len = header
+            .data_block_prefix_len(sizes)
             .ok_or_else(|| Error::corrupt(WHAT, addr, "size overflow"))?;
         let buf = storage.read_checksummed(addr, len, WHAT)?;
         let mut c = Cursor::new(&buf, addr, WHAT);

@@ -75,8 +75,8 @@ pub struct SymbolTableNode {
 const WHAT: &str = "symbol table node";
 
 impl SymbolTableNode {
-    /// Read the node at `addr`. The entry count is bounded by the file (each entry is read).
-    pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<SymbolTableNode> {
+    /// The entry count in the head of the node at `addr`.
+    fn count(storage: &Storage, addr: u64) -> Result<u64> {
         let head = storage.read_vec(addr, 8, WHAT)?;
         let mut c = Cursor::new(&head, addr, WHAT);
         c.signature(b"SNOD")?;
@@ -85,7 +85,18 @@ impl SymbolTableNode {
             return Err(Error::corrupt(WHAT, addr, format!("version {version}")));
         }
         c.skip(1)?;
-        let count = c.u16()? as u64;
+        Ok(c.u16()? as u64)
+    }
+
+    /// The bytes the node at `addr` takes that [`Self::read`] reads, from its head alone.
+    pub fn extent(storage: &Storage, addr: u64, sizes: Sizes) -> Result<u64> {
+        let elen = SymbolTableEntry::encoded_len(sizes) as u64;
+        Ok(8 + Self::count(storage, addr)? * elen)
+    }
+
+    /// Read the node at `addr`. The entry count is bounded by the file (each entry is read).
+    pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<SymbolTableNode> {
+        let count = Self::count(storage, addr)?;
         let elen = SymbolTableEntry::encoded_len(sizes) as u64;
         // At most 65535 entries of at most 48 bytes: no overflow, and read_vec checks the file.
         let body = storage.read_vec(addr + 8, count * elen, WHAT)?;

@@ -116,6 +116,13 @@ pub trait RemoteSource: Send + Sync {
     /// background, merged into few requests.
     fn prefetch(&self, ranges: &[(u64, u64)]);
 
+    /// Whether the bytes `offset..offset + len` are here now, so that reading them costs no
+    /// request (a hint's caller can then read them at once and name what they lead to in
+    /// the same hint). A source that cannot tell says no.
+    fn cached(&self, _offset: u64, _len: u64) -> bool {
+        false
+    }
+
     /// The file's own page size (a file written with paged aggregation keeps its metadata in
     /// pages of this size): metadata is then fetched a whole page at a time.
     fn page_size_hint(&self, bytes: u64);

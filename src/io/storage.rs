@@ -133,6 +133,18 @@ impl Storage {
         }
     }
 
+    /// Whether every range `(relative address, length)` of `ranges` is here now, so that
+    /// reading it costs no request: always for a local source (see
+    /// [`RemoteSource::cached`](super::RemoteSource::cached)).
+    pub fn cached(&self, ranges: &[(u64, u64)]) -> bool {
+        let Some(r) = self.inner.remote() else {
+            return true;
+        };
+        ranges
+            .iter()
+            .all(|&(a, n)| self.base.checked_add(a).is_some_and(|abs| r.cached(abs, n)))
+    }
+
     /// Note that a reader reads the data at relative addresses `addr..end` now (see
     /// [`RemoteSource::note_data`](super::RemoteSource::note_data)).
     pub fn note_data(&self, addr: u64, end: u64) {

@@ -437,9 +437,9 @@ impl File {
         if id.0 == UNDEFINED_ADDR {
             return Err(Error::corrupt("object header", id.0, "undefined address"));
         }
-        let (first, complete) = ObjectHeader::read_first_chunk(&self.storage, id.0, self.sizes())?;
+        let (first, unread) = ObjectHeader::read_first_chunk(&self.storage, id.0, self.sizes())?;
         let kind = kind_of(&first);
-        if complete {
+        if unread.is_empty() {
             lock(&self.headers).put(id.0, Arc::new(first));
             return Ok(kind);
         }
@@ -494,16 +494,52 @@ impl File {
         self.storage.prefetch(&heads);
     }
 
-    /// Where the links of `group` will be read from beyond its header (an old-style group's
-    /// symbol table nodes and local heap; see `group::link_pieces`), for a hint that names
-    /// those of many groups together; empty when `group` is no such group or its links are
-    /// cached.
-    pub fn link_pieces(&self, group: ObjectId) -> Vec<(u64, u64)> {
-        if lock(&self.links).contains(&group.0) {
+    /// Where the rest of the header of `id` lies: the continuation chunks (address, length)
+    /// announced by those here already or in `fetching` (named in a hint: they are read,
+    /// waiting for them), for a hint that names those of many objects together. Empty when
+    /// the header is cached, or whole from what was read (it is then kept), or cannot be
+    /// read (the reader that needs it reports that). A chunk named here may announce more:
+    /// asked again with it in `fetching`, this names those.
+    pub fn header_rest(&self, id: ObjectId, fetching: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        if self.headers_cached(id) {
             return Vec::new();
         }
-        match self.header(group) {
-            Ok(h) => super::group::link_pieces(self, &h),
+        let follow =
+            |addr, len| fetching.contains(&(addr, len)) || self.storage.cached(&[(addr, len)]);
+        match ObjectHeader::read_following(&self.storage, id.0, self.sizes(), &follow) {
+            Ok((header, unread)) if unread.is_empty() => {
+                lock(&self.headers).put(id.0, Arc::new(header));
+                Vec::new()
+            }
+            Ok((_, unread)) => unread.iter().map(|c| (c.addr, c.len)).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Where the indexes of object `id` begin beyond its header (a group's link indexes, a
+    /// chunked dataset's chunk index; see `pieces`), for a hint that names those of many
+    /// objects together once their headers are here; [`File::index_pieces`] names what
+    /// they lead to. Empty for a group whose links are cached, and when the header cannot
+    /// be read.
+    pub fn index_heads(&self, id: ObjectId) -> Vec<super::Piece> {
+        if lock(&self.links).contains(&id.0) {
+            return Vec::new();
+        }
+        match self.header(id) {
+            Ok(h) => super::pieces::heads(self, &h),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// What the indexes [`File::index_heads`] names lead to (an old-style group's symbol
+    /// table nodes and heap data, a chunk index's first level below its header; see
+    /// `pieces`), read from them, for a hint that names those of many objects together.
+    pub fn index_pieces(&self, id: ObjectId) -> Vec<super::Piece> {
+        if lock(&self.links).contains(&id.0) {
+            return Vec::new();
+        }
+        match self.header(id) {
+            Ok(h) => super::pieces::pieces(self, &h),
             Err(_) => Vec::new(),
         }
     }

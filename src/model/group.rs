@@ -190,32 +190,6 @@ pub(super) fn read_links(file: &File, h: &ObjectHeader) -> Result<Vec<Link>> {
     Ok(out)
 }
 
-/// Bytes named for a symbol table node (its 8-byte head and up to 2K entries of 40 bytes
-/// for K = 4, libhdf5's default, with room for larger K) and for a local heap's header and
-/// the start of its data segment, which most often follows it.
-const SNOD_HINT: u64 = 1024;
-const HEAP_HINT: u64 = 1024;
-
-/// Where the links of the group whose header is `h` will be read from beyond its header,
-/// for a hint: an old-style group's symbol table nodes (its B-tree, read here, lists them)
-/// and its local heap; nothing for a group of link messages or a dense one (its heap and
-/// B-tree are reached one level at a time). Errors give nothing: the links' reading
-/// reports them.
-pub(super) fn link_pieces(file: &File, h: &ObjectHeader) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    for raw in h.messages.iter().filter(|m| m.mtype == types::SYMBOL_TABLE) {
-        let Ok(Message::SymbolTable(st)) = file.decode(raw) else {
-            continue;
-        };
-        if let Ok(nodes) = btree_v1::group_symbol_nodes(file.storage(), st.btree_addr, file.sizes())
-        {
-            out.extend(nodes.into_iter().map(|a| (a, SNOD_HINT)));
-        }
-        out.push((st.heap_addr, HEAP_HINT));
-    }
-    out
-}
-
 /// Add the link of message `l` (found where `at` says) to `out`, unless its name is too long.
 fn keep(l: LinkMsg, at: impl FnOnce() -> String, out: &mut Vec<Link>, left_out: &mut LeftOut) {
     if l.name.len() > MAX_NAME {

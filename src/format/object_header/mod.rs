@@ -106,9 +106,12 @@ pub struct ObjectHeader {
     pub messages: Vec<RawMessage>,
 }
 
+/// Which continuation chunks a read follows, by their address and length.
+pub type Follow<'a> = &'a dyn Fn(u64, u64) -> bool;
+
 /// Where a chunk of messages lives, as announced by a continuation message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ChunkRef {
+pub struct ChunkRef {
     pub addr: u64,
     pub len: u64,
 }
@@ -124,8 +127,8 @@ pub(crate) struct Walk {
     /// Bytes of chunks read so far, bounded by the file length.
     bytes_read: u64,
     byte_budget: u64,
-    /// Read the first chunk only ([`ObjectHeader::read_first_chunk`]).
-    pub(crate) first_only: bool,
+    /// Chunks announced and passed over by [`Walk::next_chunk`], unread.
+    skipped: Vec<ChunkRef>,
 }
 
 impl Walk {
@@ -139,13 +142,13 @@ impl Walk {
             continuations: 0,
             bytes_read: 0,
             byte_budget: storage.available(0),
-            first_only: false,
+            skipped: Vec::new(),
         }
     }
 
-    /// True when continuation chunks were announced and not read.
-    pub(crate) fn incomplete(&self) -> bool {
-        !self.queue.is_empty()
+    /// The continuation chunks announced and not read (none once every chunk is read).
+    pub(crate) fn unread(&self) -> Vec<ChunkRef> {
+        self.skipped.iter().chain(&self.queue).copied().collect()
     }
 
     /// Account for `len` bytes about to be read as a chunk.
@@ -161,12 +164,16 @@ impl Walk {
         Ok(())
     }
 
-    /// The next continuation chunk to read, if any.
-    pub(crate) fn next_chunk(&mut self) -> Option<ChunkRef> {
-        if self.first_only {
-            return None;
+    /// The next continuation chunk to read, if any: the next one `follow` takes (address,
+    /// length); those it does not are passed over, unread.
+    pub(crate) fn next_chunk(&mut self, follow: Follow) -> Option<ChunkRef> {
+        while let Some(c) = self.queue.pop_front() {
+            if follow(c.addr, c.len) {
+                return Some(c);
+            }
+            self.skipped.push(c);
         }
-        self.queue.pop_front()
+        None
     }
 
     /// Take one message found in a chunk: drop NIL, queue continuations, reject unknown
@@ -231,33 +238,38 @@ pub fn is_known(mtype: u16) -> bool {
 impl ObjectHeader {
     /// Read the header at relative address `addr`, following continuations.
     pub fn read(storage: &Storage, addr: u64, sizes: Sizes) -> Result<ObjectHeader> {
-        Ok(Self::read_chunks(storage, addr, sizes, false)?.0)
+        Ok(Self::read_following(storage, addr, sizes, &|_, _| true)?.0)
     }
 
     /// Read the header at `addr` without following continuations: its first chunk's
-    /// messages, and whether that is the whole header. Enough to tell what most objects are
-    /// (a directory listing needs each child's kind, not its attributes).
+    /// messages, and the continuation chunks that chunk announces, unread (none: it is the
+    /// whole header). Enough to tell what most objects are (a directory listing needs each
+    /// child's kind, not its attributes).
     pub fn read_first_chunk(
         storage: &Storage,
         addr: u64,
         sizes: Sizes,
-    ) -> Result<(ObjectHeader, bool)> {
-        Self::read_chunks(storage, addr, sizes, true)
+    ) -> Result<(ObjectHeader, Vec<ChunkRef>)> {
+        Self::read_following(storage, addr, sizes, &|_, _| false)
     }
 
-    fn read_chunks(
+    /// Read the header at `addr` following only the continuation chunks `follow` takes:
+    /// its messages so far, and the chunks announced and left unread (none: it is the whole
+    /// header). With `follow` saying which chunks are here already, that is what the rest of
+    /// the header needs fetched, for a hint.
+    pub fn read_following(
         storage: &Storage,
         addr: u64,
         sizes: Sizes,
-        first_only: bool,
-    ) -> Result<(ObjectHeader, bool)> {
+        follow: Follow,
+    ) -> Result<(ObjectHeader, Vec<ChunkRef>)> {
         let mut first = [0u8; 4];
         let n = storage.available(addr).min(4) as usize;
         storage.read_at(addr, &mut first[..n], "object header")?;
         if n == 4 && &first == v2::SIGNATURE {
-            v2::read(storage, addr, sizes, first_only)
+            v2::read(storage, addr, sizes, follow)
         } else if n >= 1 && first[0] == 1 {
-            v1::read(storage, addr, sizes, first_only)
+            v1::read(storage, addr, sizes, follow)
         } else if n == 0 {
             Err(Error::truncated("object header", addr, 4, 0))
         } else {

@@ -5,7 +5,7 @@
 //! message has an 8-byte header (type 2, size 2, flags 1, reserved 3) and a body whose size
 //! libhdf5 pads to a multiple of 8. Continuation chunks are raw runs of messages.
 
-use super::{ObjectHeader, RawMessage, Walk};
+use super::{ChunkRef, Follow, ObjectHeader, RawMessage, Walk};
 use crate::error::Result;
 use crate::io::{Cursor, Sizes, Storage};
 
@@ -16,14 +16,14 @@ const MSG_HEADER_LEN: usize = 8;
 /// Messages are aligned on this boundary within a chunk.
 const ALIGN: usize = 8;
 
-/// Read a version 1 header at `addr` and all its continuation chunks (only the first chunk
-/// with `first_only`); also whether the header was read whole.
+/// Read a version 1 header at `addr` and the continuation chunks `follow` takes;
+/// also the continuation chunks left unread (none when read whole).
 pub(crate) fn read(
     storage: &Storage,
     addr: u64,
     sizes: Sizes,
-    first_only: bool,
-) -> Result<(ObjectHeader, bool)> {
+    follow: Follow,
+) -> Result<(ObjectHeader, Vec<ChunkRef>)> {
     let prefix = storage.read_vec(addr, PREFIX_LEN, "object header (v1)")?;
     let mut c = Cursor::new(&prefix, addr, "object header (v1)");
     let version = c.u8()?;
@@ -39,16 +39,15 @@ pub(crate) fn read(
         .ok_or_else(|| c.corrupt("address overflow"))?;
 
     let mut walk = Walk::new(storage, addr, sizes);
-    walk.first_only = first_only;
     walk.charge(PREFIX_LEN + chunk0_len)?;
     let chunk0 = storage.read_vec(chunk0_addr, chunk0_len, "object header (v1)")?;
     parse_chunk(&mut walk, &chunk0, chunk0_addr)?;
-    while let Some(chunk) = walk.next_chunk() {
+    while let Some(chunk) = walk.next_chunk(follow) {
         walk.charge(chunk.len)?;
         let data = storage.read_vec(chunk.addr, chunk.len, "object header continuation (v1)")?;
         parse_chunk(&mut walk, &data, chunk.addr)?;
     }
-    let complete = !walk.incomplete();
+    let unread = walk.unread();
     let header = ObjectHeader {
         addr,
         version: 1,
@@ -57,7 +56,7 @@ pub(crate) fn read(
         times: None,
         messages: walk.messages,
     };
-    Ok((header, complete))
+    Ok((header, unread))
 }
 
 /// Decode the messages of one chunk (its bytes `data`, read from `addr`).
@@ -118,23 +117,28 @@ mod tests {
     #[test]
     fn v1_first_chunk_only() {
         // As above, but the continuation points past the end of the file: reading the first
-        // chunk alone does not touch it, and says the header is incomplete.
+        // chunk alone does not touch it, and names the chunk left unread.
         let mut chunk0 = v1_msg(0x0001, 0, &[1, 2, 3]);
         chunk0.extend(v1_msg(0x0010, 0, &cont(0x1_0000, 24)));
         let image = v1_header(2, 1, &chunk0);
         let s = memory_storage(&image);
-        let (h, complete) = ObjectHeader::read_first_chunk(&s, 0, Sizes::DEFAULT).unwrap();
-        assert!(!complete);
+        let (h, unread) = ObjectHeader::read_first_chunk(&s, 0, Sizes::DEFAULT).unwrap();
+        assert_eq!(
+            unread,
+            [super::super::ChunkRef {
+                addr: 0x1_0000,
+                len: 24
+            }]
+        );
         assert_eq!(h.messages.len(), 1);
         assert!(ObjectHeader::read(&s, 0, Sizes::DEFAULT).is_err());
         // A header of one chunk is whole.
         let image = v1_header(1, 1, &v1_msg(0x0001, 0, &[1, 2, 3]));
         let s = memory_storage(&image);
-        assert!(
-            ObjectHeader::read_first_chunk(&s, 0, Sizes::DEFAULT)
-                .unwrap()
-                .1
-        );
+        assert!(ObjectHeader::read_first_chunk(&s, 0, Sizes::DEFAULT)
+            .unwrap()
+            .1
+            .is_empty());
     }
 
     #[test]

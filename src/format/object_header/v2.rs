@@ -8,7 +8,7 @@
 //! flags (1) and, when flag bit 2 (attribute creation order tracked) is set, a 2-byte creation
 //! order. Messages are not aligned; a chunk may end in a gap shorter than a message header.
 
-use super::{HeaderTimes, ObjectHeader, RawMessage, Walk};
+use super::{ChunkRef, Follow, HeaderTimes, ObjectHeader, RawMessage, Walk};
 use crate::error::{Error, Result};
 use crate::format::messages::{self, types};
 use crate::io::checksum::verify_lookup3;
@@ -40,14 +40,14 @@ const MAX_PREFIX_LEN: u64 = 34;
 /// Signature plus checksum of a continuation chunk.
 const CHUNK_OVERHEAD: u64 = 8;
 
-/// Read a version 2 header at `addr` and all its continuation chunks (only the first chunk
-/// with `first_only`); also whether the header was read whole.
+/// Read a version 2 header at `addr` and the continuation chunks `follow` takes;
+/// also the continuation chunks left unread (none when read whole).
 pub(crate) fn read(
     storage: &Storage,
     addr: u64,
     sizes: Sizes,
-    first_only: bool,
-) -> Result<(ObjectHeader, bool)> {
+    follow: Follow,
+) -> Result<(ObjectHeader, Vec<ChunkRef>)> {
     const WHAT: &str = "object header (v2)";
     let prefix = storage.read_up_to(addr, MAX_PREFIX_LEN, WHAT)?;
     let mut c = Cursor::new(&prefix, addr, WHAT);
@@ -81,7 +81,6 @@ pub(crate) fn read(
         .ok_or_else(|| c.corrupt("chunk 0 size overflows"))?;
 
     let mut walk = Walk::new(storage, addr, sizes);
-    walk.first_only = first_only;
     let track_order = hflags & header_flags::ATTR_ORDER_TRACKED != 0;
     walk.charge(total)?;
     let data = storage.read_vec(addr, total, WHAT)?;
@@ -91,7 +90,7 @@ pub(crate) fn read(
     let body = &data[prefix_len as usize..data.len() - 4];
     parse_chunk(&mut walk, body, addr + prefix_len, track_order)?;
 
-    while let Some(chunk) = walk.next_chunk() {
+    while let Some(chunk) = walk.next_chunk(follow) {
         const CWHAT: &str = "object header continuation (v2)";
         if chunk.len < CHUNK_OVERHEAD {
             return Err(Error::corrupt(
@@ -121,7 +120,7 @@ pub(crate) fn read(
         Some(m) => messages::parse_refcount(&m.data, m.addr)?,
         None => 1,
     };
-    let complete = !walk.incomplete();
+    let unread = walk.unread();
     let header = ObjectHeader {
         addr,
         version: 2,
@@ -130,7 +129,7 @@ pub(crate) fn read(
         times,
         messages: walk.messages,
     };
-    Ok((header, complete))
+    Ok((header, unread))
 }
 
 /// Decode the messages of one chunk's message area (`data`, at file address `addr`).

@@ -441,6 +441,11 @@ impl RemoteSource for Remote {
         }
     }
 
+    fn cached(&self, offset: u64, len: u64) -> bool {
+        let end = offset.saturating_add(len).min(self.inner.len);
+        offset >= end || self.inner.pages.has(self.inner.obj, offset, end - offset)
+    }
+
     fn warm_up(&self) {
         // A GET of as many ranges as a reader's GET may hold, single bytes spread over the
         // object (none a server would merge with another), unless the server has answered

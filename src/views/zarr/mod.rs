@@ -35,6 +35,8 @@ pub mod strings;
 #[cfg(test)]
 mod tests;
 mod warm;
+#[cfg(test)]
+mod warm_tests;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
