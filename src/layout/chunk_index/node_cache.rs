@@ -57,6 +57,12 @@ struct State<V> {
     charged: u64,
 }
 
+/// Nodes each LRU keeps even when the budget is spent (by other indexes too): the nodes of a
+/// lookup's path and the last few leaves, as the fixed 64-entry caches kept before, only
+/// fewer. What the floors hold beyond the budget is bounded by the dataset cache, which
+/// drops the indexes of datasets it lets go.
+const FLOOR: usize = 16;
+
 /// What keeping `v` costs the budget.
 fn cost<V: Weigh>(v: &V) -> u64 {
     v.weight().saturating_add(ENTRY_OVERHEAD)
@@ -103,12 +109,17 @@ impl<V: Weigh> NodeCache<V> {
         self.budget.charge(c);
         self.budget.release(freed);
         while self.budget.spent() {
-            let old = match st.leaves.pop_lru() {
-                Some((_, old)) => old,
-                None => match st.upper.pop_lru() {
-                    Some((_, old)) => old,
-                    None => break,
-                },
+            // Each cache keeps a few nodes whatever the budget, so that an index whose
+            // neighbours hold the budget still finds the path it just read.
+            let old = if st.leaves.len() > FLOOR {
+                st.leaves.pop_lru()
+            } else if st.upper.len() > FLOOR {
+                st.upper.pop_lru()
+            } else {
+                None
+            };
+            let Some((_, old)) = old else {
+                break;
             };
             let c = cost(old.as_ref());
             st.charged = st.charged.saturating_sub(c);
