@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use crate::error::{Error, Result};
+use crate::layout::chunk_index::budget::IndexBudget;
 use crate::sync::flight::{on_panic, Flights, Role};
 use crate::sync::lock;
 
@@ -158,6 +159,8 @@ pub struct ChunkCache {
     entry_overhead: u64,
     /// Held while a large chunk decodes (see [`ChunkCache::large_decode`]).
     large: Mutex<()>,
+    /// What the chunk indexes of the datasets using this cache may keep.
+    index_budget: Arc<IndexBudget>,
 }
 
 impl ChunkCache {
@@ -177,6 +180,7 @@ impl ChunkCache {
             capacity,
             entry_overhead,
             large: Mutex::new(()),
+            index_budget: Arc::new(IndexBudget::for_cache(capacity)),
             state: Mutex::new(State {
                 lru: LruCache::unbounded(),
                 bytes: 0,
@@ -195,6 +199,12 @@ impl ChunkCache {
     /// other's chunks, and a re-read's chunks never meet the stale ones of the view before.
     pub fn new_file_id(&self) -> u64 {
         self.files.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The budget of the chunk indexes of the datasets using this cache, a fraction of its
+    /// capacity ([`IndexBudget::for_cache`]).
+    pub fn index_budget(&self) -> Arc<IndexBudget> {
+        self.index_budget.clone()
     }
 
     /// Capacity in bytes.

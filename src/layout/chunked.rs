@@ -257,6 +257,7 @@ impl Chunked {
                 filtered,
                 layout_version: params.layout.version,
                 layout_flags: layout.flags,
+                budget: params.cache.index_budget(),
             },
             index: OnceLock::new(),
             pipeline: Pipeline::new(&params.filters),

@@ -36,17 +36,21 @@ pub struct BtreeV1Index {
 impl BtreeV1Index {
     /// Open the index whose root node is at `root`. Nothing is read until the first lookup.
     pub fn open(params: IndexParams, root: u64) -> Result<BtreeV1Index> {
-        Self::with_cache(params, root, super::NODE_CACHE_ENTRIES)
+        Self::with_entries(params, root, None)
     }
 
-    /// Open with an explicit node-cache capacity: `nodes` leaves, and as many nodes above
-    /// them.
+    /// Open with a node cache of at most `nodes` leaves and as many nodes above them,
+    /// besides the budget (tests of eviction).
     pub fn with_cache(params: IndexParams, root: u64, nodes: NonZeroUsize) -> Result<Self> {
+        Self::with_entries(params, root, Some(nodes))
+    }
+
+    fn with_entries(params: IndexParams, root: u64, nodes: Option<NonZeroUsize>) -> Result<Self> {
         params.validate(WHAT, root)?;
         Ok(BtreeV1Index {
+            nodes: NodeCache::new(params.budget.clone(), nodes),
             params,
             root,
-            nodes: NodeCache::new(nodes, nodes),
         })
     }
 

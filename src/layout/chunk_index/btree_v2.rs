@@ -3,12 +3,12 @@
 //!
 //! Records are sorted by their scaled offsets (chunk coordinates in chunk units), compared
 //! dimension by dimension from the first, so a lookup descends one node per level comparing
-//! coordinates. Decoded nodes are kept in a small LRU keyed by address, so repeated lookups
-//! near each other cost memory reads only; nothing else of the tree is loaded. On a remote
+//! coordinates. Decoded nodes are kept by address within the mount's index budget (the
+//! module `node_cache`), so repeated lookups cost memory reads only; nothing else of the
+//! tree is loaded. On a remote
 //! source, [`ChunkIndex::prepare`] names the nodes a range of lookups will read, level by
 //! level, so that they arrive together.
 
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use super::node_cache::NodeCache;
@@ -17,11 +17,6 @@ use crate::error::{Error, Result};
 use crate::format::btree_v2::records::ChunkBtRecord;
 use crate::format::btree_v2::{read_node, BtreeV2Header, Node};
 use crate::io::UNDEFINED_ADDR;
-
-/// Decoded nodes kept per index. Each holds at most one node's worth of records, so this
-/// bounds the cache at 128 × node size (a few hundred KiB with the default 2 KiB nodes), and
-/// covers the root plus the working set of a sequential read.
-const NODE_CACHE: usize = 128;
 
 /// A v2 B-tree chunk index.
 #[derive(Debug)]
@@ -74,10 +69,7 @@ impl BtreeV2Index {
             header,
             rank,
             chunk_bytes,
-            nodes: NodeCache::new(
-                NonZeroUsize::new(NODE_CACHE).unwrap_or(NonZeroUsize::MIN),
-                NonZeroUsize::new(NODE_CACHE).unwrap_or(NonZeroUsize::MIN),
-            ),
+            nodes: NodeCache::new(params.budget.clone(), None),
         })
     }
 
@@ -263,6 +255,7 @@ mod tests {
                 filtered: d["filtered"].as_bool().unwrap(),
                 layout_version,
                 layout_flags: 0,
+                budget: Default::default(),
             };
             let index = BtreeV2Index::open(&params, header.addr).unwrap();
             let mut present = HashSet::new();

@@ -4,14 +4,13 @@
 //! of the extensible array (`crate::format::extensible_array`), found by arithmetic: a lookup
 //! reads at most the index block, one super block and one data block (or data block page).
 //! The header is read at open; the index block on first use; super blocks and data blocks or
-//! pages through bounded LRUs. On a remote source, [`ChunkIndex::prepare`] names the data
+//! pages kept within the mount's index budget (the module `node_cache`). On a remote source, [`ChunkIndex::prepare`] names the data
 //! blocks (or pages) of a range of lookups at once, so that they arrive together.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
-use lru::LruCache;
-
+use super::node_cache::NodeCache;
 use super::{ea_linear_index, ChunkIndex, ChunkRecord, IndexParams};
 use crate::error::{Error, Result};
 use crate::format::extensible_array::{
@@ -31,19 +30,24 @@ pub struct ExtensibleArrayIndex {
     header: Option<ExtensibleArrayHeader>,
     iblock: Mutex<Option<Arc<ExtensibleArrayIndexBlock>>>,
     /// Super blocks by address.
-    sblocks: Mutex<LruCache<u64, Arc<ExtensibleArraySuperBlock>>>,
+    sblocks: NodeCache<ExtensibleArraySuperBlock>,
     /// Element bytes of data blocks (by address) and data block pages (by page address).
-    dblocks: Mutex<LruCache<u64, Arc<Vec<u8>>>>,
+    dblocks: NodeCache<Vec<u8>>,
 }
 
 impl ExtensibleArrayIndex {
     /// Open the index whose header (`EAHD`) is at `addr`.
     pub fn open(params: IndexParams, addr: u64) -> Result<ExtensibleArrayIndex> {
-        Self::with_cache(params, addr, super::NODE_CACHE_ENTRIES)
+        Self::with_entries(params, addr, None)
     }
 
-    /// Open with an explicit capacity for each block cache.
+    /// Open with block caches of at most `blocks` entries each besides the budget (tests
+    /// of eviction).
     pub fn with_cache(params: IndexParams, addr: u64, blocks: NonZeroUsize) -> Result<Self> {
+        Self::with_entries(params, addr, Some(blocks))
+    }
+
+    fn with_entries(params: IndexParams, addr: u64, blocks: Option<NonZeroUsize>) -> Result<Self> {
         params.validate(WHAT, addr)?;
         let unlimited = params.max_dims.iter().filter(|&&m| m == u64::MAX).count();
         if unlimited != 1 {
@@ -64,11 +68,11 @@ impl ExtensibleArrayIndex {
             )?)
         };
         Ok(ExtensibleArrayIndex {
+            sblocks: NodeCache::new(params.budget.clone(), blocks),
+            dblocks: NodeCache::new(params.budget.clone(), blocks),
             params,
             header,
             iblock: Mutex::new(None),
-            sblocks: Mutex::new(LruCache::sparse(blocks)),
-            dblocks: Mutex::new(LruCache::sparse(blocks)),
         })
     }
 
@@ -93,29 +97,26 @@ impl ExtensibleArrayIndex {
         sblk_idx: usize,
         addr: u64,
     ) -> Result<Arc<ExtensibleArraySuperBlock>> {
-        if let Some(b) = lock(&self.sblocks).get(&addr) {
-            return Ok(b.clone());
-        }
-        super::log_read("earray-super-block", addr, 0);
-        let b = Arc::new(ExtensibleArraySuperBlock::read(
-            &self.params.storage,
-            h,
-            sblk_idx,
+        self.sblocks.get(
             addr,
-            self.params.sizes,
-        )?);
-        lock(&self.sblocks).put(addr, b.clone());
-        Ok(b)
+            |_| true,
+            |_| false,
+            || {
+                super::log_read("earray-super-block", addr, 0);
+                ExtensibleArraySuperBlock::read(
+                    &self.params.storage,
+                    h,
+                    sblk_idx,
+                    addr,
+                    self.params.sizes,
+                )
+            },
+        )
     }
 
     /// Element bytes of the block or page at `key`, read by `read` on a miss.
     fn elements(&self, key: u64, read: impl FnOnce() -> Result<Vec<u8>>) -> Result<Arc<Vec<u8>>> {
-        if let Some(b) = lock(&self.dblocks).get(&key) {
-            return Ok(b.clone());
-        }
-        let b = Arc::new(read()?);
-        lock(&self.dblocks).put(key, b.clone());
-        Ok(b)
+        self.dblocks.get(key, |_| true, |_| true, read)
     }
 
     /// The address of data block `dblk` listed in the index block (`None`: never written).
@@ -264,13 +265,13 @@ impl ChunkIndex for ExtensibleArrayIndex {
             let s0 = sblk_of(first)?.unwrap_or(0);
             let s1 = s1.min(s0.saturating_add(super::MAX_PREPARED));
             let missing: Vec<(u64, u64)> = {
-                let cached = lock(&self.sblocks);
+                let cached = &self.sblocks;
                 (s0..=s1)
                     .filter_map(|off| {
                         let addr = *iblock.sblk_addrs.get(off)?;
                         let idx = off.checked_add(h.iblock_nsblks())?;
                         let len = ExtensibleArraySuperBlock::len(h, idx, sizes)?;
-                        (addr != UNDEFINED_ADDR && !cached.contains(&addr)).then_some((addr, len))
+                        (addr != UNDEFINED_ADDR && !cached.contains(addr)).then_some((addr, len))
                     })
                     .collect()
             };
@@ -346,9 +347,9 @@ impl ChunkIndex for ExtensibleArrayIndex {
             }
         }
         let missing: Vec<(u64, u64)> = {
-            let cached = lock(&self.dblocks);
+            let cached = &self.dblocks;
             want.iter()
-                .filter(|(key, _, _)| !cached.contains(key))
+                .filter(|&&(key, _, _)| !cached.contains(key))
                 .map(|&(_, a, l)| (a, l))
                 .collect()
         };
@@ -435,6 +436,7 @@ mod tests {
             filtered: false,
             layout_version: 4,
             layout_flags: 0,
+            budget: Default::default(),
         };
         let index = ExtensibleArrayIndex::open(params, 0).unwrap();
         for (lo, hi) in [

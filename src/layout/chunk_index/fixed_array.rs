@@ -2,14 +2,13 @@
 //! unlimited dimension. Chunk n (row-major over the maximum chunk grid) is
 //! element n of the fixed array (`crate::format::fixed_array`). The header is read when the
 //! index is opened; the data block prefix (elements, or the page bitmap when paged) on first
-//! use; pages on demand through a bounded LRU. On a remote source, [`ChunkIndex::prepare`]
+//! use; pages on demand, kept within the mount's index budget (the module `node_cache`). On a remote source, [`ChunkIndex::prepare`]
 //! names the pages of a range of lookups at once, so that they arrive together.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
-use lru::LruCache;
-
+use super::node_cache::NodeCache;
 use super::{linear_index, log_read, max_chunk_grid, ChunkIndex, ChunkRecord, IndexParams};
 use crate::error::{Error, Result};
 use crate::format::fixed_array::{element_at, FixedArrayDataBlock, FixedArrayHeader};
@@ -26,17 +25,22 @@ pub struct FixedArrayIndex {
     /// `None` when the layout's index address is undefined (nothing written).
     header: Option<FixedArrayHeader>,
     dblock: Mutex<Option<Arc<FixedArrayDataBlock>>>,
-    pages: Mutex<LruCache<u64, Arc<Vec<u8>>>>,
+    pages: NodeCache<Vec<u8>>,
 }
 
 impl FixedArrayIndex {
     /// Open the index whose header (`FAHD`) is at `addr`.
     pub fn open(params: IndexParams, addr: u64) -> Result<FixedArrayIndex> {
-        Self::with_cache(params, addr, super::NODE_CACHE_ENTRIES)
+        Self::with_entries(params, addr, None)
     }
 
-    /// Open with an explicit page-cache capacity.
+    /// Open with a page cache of at most `pages` pages besides the budget (tests of
+    /// eviction).
     pub fn with_cache(params: IndexParams, addr: u64, pages: NonZeroUsize) -> Result<Self> {
+        Self::with_entries(params, addr, Some(pages))
+    }
+
+    fn with_entries(params: IndexParams, addr: u64, pages: Option<NonZeroUsize>) -> Result<Self> {
         params.validate(WHAT, addr)?;
         let grid = max_chunk_grid(&params)
             .filter(|g| !g.contains(&u64::MAX))
@@ -48,11 +52,11 @@ impl FixedArrayIndex {
             Some(FixedArrayHeader::read(&params.storage, addr, params.sizes)?)
         };
         Ok(FixedArrayIndex {
+            pages: NodeCache::new(params.budget.clone(), pages),
             params,
             grid,
             header,
             dblock: Mutex::new(None),
-            pages: Mutex::new(LruCache::sparse(pages)),
         })
     }
 
@@ -77,14 +81,15 @@ impl FixedArrayIndex {
         dblock: &FixedArrayDataBlock,
         page: u64,
     ) -> Result<Arc<Vec<u8>>> {
-        if let Some(p) = lock(&self.pages).get(&page) {
-            return Ok(p.clone());
-        }
-        // Read without holding the lock; a racing reader may read the same page twice.
-        log_read("farray-data-block-page", header.data_block, page);
-        let p = Arc::new(dblock.read_page(&self.params.storage, header, page)?);
-        lock(&self.pages).put(page, p.clone());
-        Ok(p)
+        self.pages.get(
+            page,
+            |_| true,
+            |_| true,
+            || {
+                log_read("farray-data-block-page", header.data_block, page);
+                dblock.read_page(&self.params.storage, header, page)
+            },
+        )
     }
 }
 
@@ -118,9 +123,9 @@ impl ChunkIndex for FixedArrayIndex {
         // The first pages from `lo`: the lookups reach the rest themselves.
         let p1 = p1.min(p0.saturating_add(super::MAX_PREPARED as u64 - 1));
         let missing: Vec<(u64, u64)> = {
-            let cached = lock(&self.pages);
+            let cached = &self.pages;
             (p0..=p1)
-                .filter(|&p| dblock.page_initialized(p) && !cached.contains(&p))
+                .filter(|&p| dblock.page_initialized(p) && !cached.contains(p))
                 .filter_map(|p| dblock.page_range(header, p))
                 .collect()
         };

@@ -1,6 +1,6 @@
 //! Chunk indexes behind one interface: given a chunk's coordinates (in chunk units), where is
 //! it stored, how big is it and which filters were skipped. Lookups are lazy: only the nodes
-//! on the path to the chunk are read, and nodes are cached inside each index (bounded LRUs).
+//! on the path to the chunk are read, and nodes are cached inside each index (LRUs sharing the mount's byte budget, `budget`).
 //!
 //! Index types (layout message "chunk indexing type"): the v1 B-tree of layouts v1-3, and
 //! for layouts v4/v5 a single chunk, implicit (no index: chunks back to back), a fixed array,
@@ -22,25 +22,17 @@
 
 pub mod btree_v1;
 pub mod btree_v2;
+pub mod budget;
 pub mod extensible_array;
 pub mod fixed_array;
 pub mod implicit;
 mod node_cache;
 pub mod single;
 
-use std::num::NonZeroUsize;
-
 use crate::error::{Error, Result};
 use crate::format::fixed_array::ChunkElement;
 use crate::format::messages::layout::ChunkIndexSpec;
 use crate::io::{Sizes, Storage, UNDEFINED_ADDR};
-
-/// Capacity of each per-index LRU of decoded nodes, blocks or pages. A few dozen entries
-/// cover a sequential read comfortably; each entry is at most a few tens of KiB.
-pub(crate) const NODE_CACHE_ENTRIES: NonZeroUsize = match NonZeroUsize::new(64) {
-    Some(n) => n,
-    None => unreachable!(),
-};
 
 /// The log target of `log_read`.
 pub const READS_TARGET: &str = "h5mount::chunk_index::reads";
@@ -82,6 +74,8 @@ pub struct IndexParams {
     pub layout_version: u8,
     /// Layout flags (v4/v5).
     pub layout_flags: u8,
+    /// What the index's caches may keep, shared by the mount's indexes.
+    pub budget: std::sync::Arc<budget::IndexBudget>,
 }
 
 impl IndexParams {
@@ -288,6 +282,7 @@ mod tests {
     use super::*;
     use serde_json::Value;
     use sha2::{Digest, Sha256};
+    use std::num::NonZeroUsize;
     use std::path::{Path, PathBuf};
 
     #[test]
@@ -315,6 +310,7 @@ mod tests {
             filtered,
             layout_version: 4,
             layout_flags: 0,
+            budget: Default::default(),
         }
     }
 
@@ -419,6 +415,7 @@ mod tests {
             filtered: d["filtered"].as_bool().unwrap(),
             layout_version: d["index"]["version"].as_u64().unwrap() as u8,
             layout_flags: d["index"]["flags"].as_u64().unwrap() as u8,
+            budget: Default::default(),
         }
     }
 
@@ -444,6 +441,12 @@ mod tests {
                 min_pointers: b("min_pointers"),
                 min_elements: b("min_elements"),
                 page_bits: b("page_bits"),
+            },
+            "bt2" => ChunkIndexSpec::BtreeV2 {
+                addr,
+                node_size: ix["node_size"].as_u64().unwrap() as u32,
+                split_percent: b("split_percent"),
+                merge_percent: b("merge_percent"),
             },
             _ => return None,
         })
@@ -791,6 +794,107 @@ mod tests {
             }
         });
         assert_eq!(reads_once(&rec, "eight threads"), nodes);
+    }
+
+    /// Every index node, block and page is read once when two threads look up interleaved
+    /// stripes of a dataset of many small chunks, one from the front and one from the back
+    /// (as two readers of the kernel at different places, or a reader and its prefetch):
+    /// each leaf is reached by both, more than a hundred other leaves apart, so the caches
+    /// must keep them all, which the mount's index budget allows and entry counts of a few
+    /// dozen did not. Files written by libhdf5 through h5py (skipped without it).
+    #[test]
+    fn interleaved_readers_read_each_node_once() {
+        let ok = std::process::Command::new("python3")
+            .args(["-c", "import h5py"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("skipped: python3 with h5py is needed to write the files");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/layout/chunk_index/testdata");
+        let make = "import sys; sys.path.insert(0, sys.argv[1]); from make_testdata import make; \
+             o = sys.argv[2]; \
+             make(o, 'bt1', 'earliest', (20000,), (1,)); \
+             make(o, 'bt2', 'latest', (150, 150), (1, 1), maxshape=(None, None)); \
+             make(o, 'fa', 'latest', (100000,), (1,)); \
+             make(o, 'ea', 'latest', (100000,), (1,), maxshape=(None,))";
+        let st = std::process::Command::new("python3")
+            .args(["-c", make])
+            .arg(&script)
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "writing the files failed");
+        // The budget of a mount with the default `--cache-size` (256 MiB).
+        let budget = std::sync::Arc::new(budget::IndexBudget::for_cache(256 << 20));
+        for name in ["bt1", "bt2", "fa", "ea"] {
+            let h5 = dir.path().join(name).with_extension("h5");
+            let d: Value =
+                serde_json::from_str(&std::fs::read_to_string(h5.with_extension("json")).unwrap())
+                    .unwrap();
+            let (storage, rec) = recording(&h5);
+            let mut p = params(storage, &d);
+            p.budget = budget.clone();
+            let grid = chunk_grid(&p.dims, &p.chunk_dims).unwrap();
+            let index = open(&spec(&d["index"]).unwrap(), p).unwrap();
+            let total: u64 = grid.iter().product();
+            const STRIPE: u64 = 7;
+            let stripes = total.div_ceil(STRIPE);
+            let at = |mut k: u64| {
+                let mut c = vec![0u64; grid.len()];
+                for (c, g) in c.iter_mut().zip(&grid).rev() {
+                    (*c, k) = (k % g, k / g);
+                }
+                c
+            };
+            let read = |s: u64| {
+                let mut found = 0usize;
+                for k in s * STRIPE..((s + 1) * STRIPE).min(total) {
+                    found += usize::from(index.lookup(&at(k)).unwrap().is_some());
+                }
+                found
+            };
+            let found: usize = std::thread::scope(|sc| {
+                let front = sc.spawn(|| (0..stripes).step_by(2).map(read).sum::<usize>());
+                let back = sc.spawn(|| {
+                    (0..stripes)
+                        .rev()
+                        .filter(|s| s % 2 == 1)
+                        .map(read)
+                        .sum::<usize>()
+                });
+                front.join().unwrap() + back.join().unwrap()
+            });
+            assert_eq!(found as u64, total, "{name}: every chunk found");
+            let mut reads: Vec<(u64, u64)> = take(&rec)
+                .into_iter()
+                .filter(|e| !e.0)
+                .map(|e| (e.1, e.2))
+                .collect();
+            let n = reads.len();
+            reads.sort_unstable();
+            reads.dedup();
+            assert!(n > 64, "{name}: only {n} index reads");
+            assert_eq!(
+                n,
+                reads.len(),
+                "{name}: an index structure read more than once"
+            );
+            assert!(
+                budget.used() <= budget.limit(),
+                "{name}: {} bytes kept",
+                budget.used()
+            );
+            drop(index);
+            assert_eq!(
+                budget.used(),
+                0,
+                "{name}: a closed index gives its bytes back"
+            );
+        }
     }
 
     fn check_dir(dir: &Path) -> usize {
