@@ -778,27 +778,36 @@ fn a_remote_manifest_of_a_hundred_datasets_costs_ten_requests() {
                 \x20       grp.attrs['index'] = g\n\
                 \x20   f.create_dataset('contiguous', data=rng.integers(0, 2**31, size=(64, 512), dtype='i4'))\n\
                 print('written')\n";
-    let mut py = Command::new("python3");
-    py.args(["-c", make]).arg(&file);
-    python_says(&mut py, "written");
-    assert!(std::fs::metadata(&file).unwrap().len() > 6 << 20);
-    let Some(ng) = servers::Nginx::start(dir.path(), 0) else {
+    let Some(ng) = manifest_over_nginx(make, &file, 6 << 20) else {
         return;
     };
-    let url = ng.url("bench.h5");
-    let manifest = dir.path().join("m.json");
-    let o = aws_free(&mut Command::new(BIN), dir.path())
+    let requests = ng.logged().len();
+    assert!(requests <= 10, "{requests} requests:\n{}", ng.access_log());
+}
+
+/// Write the file `file` with the Python script `make` (at least `least` bytes), serve its
+/// directory with nginx, write its manifest from there with `refs`, and check it equals
+/// the local file's but for the URLs; the server, whose log holds the requests refs made.
+fn manifest_over_nginx(make: &str, file: &Path, least: u64) -> Option<servers::Nginx> {
+    let mut py = Command::new("python3");
+    py.args(["-c", make]).arg(file);
+    python_says(&mut py, "written");
+    assert!(std::fs::metadata(file).unwrap().len() > least);
+    let dir = file.parent().unwrap();
+    let ng = servers::Nginx::start(dir, 0)?;
+    let url = ng.url(file.file_name().unwrap().to_str().unwrap());
+    let manifest = dir.join("m.json");
+    let o = aws_free(&mut Command::new(BIN), dir)
         .args(["refs", &url, "-o", manifest.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let requests = ng.logged().len();
-    assert!(requests <= 10, "{requests} requests:\n{}", ng.access_log());
     let remote: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
     let local = run_refs(&[file.to_str().unwrap()]);
     let local: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
     assert_eq!(refs_without_urls(&local), refs_without_urls(&remote));
+    Some(ng)
 }
 
 /// A manifest of a remote file costs a few round trips for the whole tree, not one per
@@ -822,20 +831,9 @@ fn a_remote_manifest_reads_the_tree_level_by_level() {
                 \x20           x = rng.integers(0, 2**31, size=(256, 192), dtype='i4')\n\
                 \x20           grp.create_dataset(f'd{d}', data=x, chunks=(64, 192), compression='gzip')\n\
                 print('written')\n";
-    let mut py = Command::new("python3");
-    py.args(["-c", make]).arg(&file);
-    python_says(&mut py, "written");
-    assert!(std::fs::metadata(&file).unwrap().len() > 10 << 20);
-    let Some(ng) = servers::Nginx::start(dir.path(), 0) else {
+    let Some(ng) = manifest_over_nginx(make, &file, 10 << 20) else {
         return;
     };
-    let url = ng.url("spread.h5");
-    let manifest = dir.path().join("m.json");
-    let o = aws_free(&mut Command::new(BIN), dir.path())
-        .args(["refs", &url, "-o", manifest.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let gets = ng.logged().iter().filter(|l| l.method == "GET").count();
     let objects = 8 + 8 * 8;
     assert!(
@@ -843,9 +841,4 @@ fn a_remote_manifest_reads_the_tree_level_by_level() {
         "{gets} GETs for {objects} objects:\n{}",
         ng.access_log()
     );
-    let remote: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
-    let local = run_refs(&[file.to_str().unwrap()]);
-    let local: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
-    assert_eq!(refs_without_urls(&local), refs_without_urls(&remote));
 }
