@@ -121,7 +121,7 @@ impl Inner {
             Ok(answer) => {
                 for (c, r) in batch.into_iter().zip(&ranges) {
                     match answer.cover(r) {
-                        Some(b) => self.pages.complete(&c, self.len, Ok(b.to_vec())),
+                        Some(b) => self.pages.complete(&c, self.len, Ok(b)),
                         None => rest.push(c),
                     }
                 }

@@ -327,13 +327,14 @@ impl Remote {
     }
 
     /// Fetch `first..first + count` pages now (the first fetch of an object takes its head;
-    /// a metadata miss in a file with its own larger page size takes that whole page).
+    /// a metadata miss takes the aligned unit around it, the file's own page size when
+    /// larger): the first page fetched, and the bytes from it on.
     pub(super) fn fetch_pages(
         &self,
         first: u64,
         count: u64,
         class: Class,
-    ) -> std::io::Result<Vec<u8>> {
+    ) -> std::io::Result<(u64, Vec<u8>)> {
         let len = self.inner.len;
         let start = first * PAGE;
         let mut end = (first + count) * PAGE;
@@ -348,19 +349,12 @@ impl Remote {
         }
         let end = end.min(len);
         let deadline = self.inner.deadline();
-        let mut got = self
+        let got = self
             .inner
             .shared
             .runtime()?
             .block_on(self.inner.get(from..end, deadline))?;
-        if from < start {
-            let head = (start - from) as usize;
-            self.inner
-                .pages
-                .keep(self.inner.obj, from / PAGE, &got[..head], len, class);
-            got.drain(..head);
-        }
-        Ok(got)
+        Ok((from / PAGE, got))
     }
 }
 
