@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
-use crate::sync::flight::{on_panic, Flights, SharedIo};
+use crate::sync::flight::{on_panic, Flight, Flights, SharedIo};
 use crate::sync::lock;
 
 /// Page size: small, so scattered pieces cost little more than their bytes; callers fetch
@@ -70,8 +70,10 @@ pub enum Class {
     Data,
 }
 
+/// The pages of one class, each its own buffer of [`PAGE`] bytes (less for the last page of
+/// a source).
 struct Lru {
-    pages: LruCache<Key, Arc<[u8]>>,
+    pages: LruCache<Key, Vec<u8>>,
     bytes: u64,
     budget: u64,
 }
@@ -85,7 +87,7 @@ impl Lru {
         }
     }
 
-    fn put(&mut self, p: Key, page: Arc<[u8]>) {
+    fn put(&mut self, p: Key, page: Vec<u8>) {
         self.bytes += page.len() as u64;
         if let Some(old) = self.pages.put(p, page) {
             self.bytes -= old.len() as u64;
@@ -118,7 +120,7 @@ impl State {
     }
 
     /// Keep `page` as page `p` in `class`, unless it is cached already.
-    fn keep(&mut self, p: Key, page: Arc<[u8]>, class: Class) {
+    fn keep(&mut self, p: Key, page: Vec<u8>, class: Class) {
         if self.contains(p) {
             return;
         }
@@ -126,6 +128,14 @@ impl State {
             Class::Meta => self.meta.put(p, page),
             Class::Data => self.data.put(p, page),
         }
+    }
+
+    /// Take the flights of pages `run` of `obj` out of the table, to land once the lock is
+    /// released.
+    fn take_flights(&mut self, obj: u64, run: &[u64]) -> Vec<Arc<Flight<(), SharedIo>>> {
+        run.iter()
+            .filter_map(|&p| self.flying.take((obj, p)))
+            .collect()
     }
 
     /// A fetch of the pages of `claim` is over: its bytes no longer count as in flight.
@@ -160,11 +170,12 @@ impl State {
         }
     }
 
-    fn get(&mut self, p: Key) -> Option<Arc<[u8]>> {
-        if let Some(page) = self.meta.pages.get(&p) {
-            return Some(page.clone());
+    /// The bytes of page `p`, now the most recently used.
+    fn get(&mut self, p: Key) -> Option<&[u8]> {
+        if self.meta.pages.contains(&p) {
+            return self.meta.pages.get(&p).map(Vec::as_slice);
         }
-        self.data.pages.get(&p).cloned()
+        self.data.pages.get(&p).map(Vec::as_slice)
     }
 }
 
@@ -277,8 +288,10 @@ impl PageCache {
 
     /// Fill `buf` with the bytes at `offset` of a source of `len` bytes (the caller keeps
     /// the range inside it). Missing pages are fetched with `fetch(first_page, count)`, which
-    /// returns the bytes from `first_page * PAGE` on: at least `count` pages' worth (or up to
-    /// the end of the source), possibly more (kept too), and are kept in `class`.
+    /// returns `(from, bytes)`: the bytes from page `from` on (`from` at most `first_page`:
+    /// a fetch may take pages before those asked for), up to at least the end of the `count`
+    /// pages asked for (or of the source), possibly more; every whole page of them is kept
+    /// in `class`.
     pub fn read(
         &self,
         obj: u64,
@@ -286,7 +299,7 @@ impl PageCache {
         buf: &mut [u8],
         len: u64,
         class: Class,
-        fetch: impl Fn(u64, u64) -> std::io::Result<Vec<u8>>,
+        fetch: impl Fn(u64, u64) -> std::io::Result<(u64, Vec<u8>)>,
     ) -> std::io::Result<()> {
         let end = offset + buf.len() as u64;
         let (p0, p1) = (offset / PAGE, (end - 1) / PAGE);
@@ -306,7 +319,7 @@ impl PageCache {
                         continue;
                     }
                     if let Some(page) = st.get((obj, p)) {
-                        copy_from(p * PAGE, &page, offset, buf);
+                        copy_from(p * PAGE, page, offset, buf);
                         copied[i] = true;
                     } else if let Some(f) = st.flying.join((obj, p)) {
                         waits.push(f);
@@ -353,13 +366,15 @@ impl PageCache {
                     st.inflight = st.inflight.saturating_sub(count * PAGE);
                 }
                 match got {
-                    Ok(bytes) if self.insert(obj, first, &bytes, len, run, class) => {
-                        copy_from(first * PAGE, &bytes, offset, buf);
+                    Ok((from, bytes))
+                        if from <= first && self.insert(obj, from, &bytes, len, run, class) =>
+                    {
+                        copy_from(from * PAGE, &bytes, offset, buf);
                         for &p in run {
                             copied[(p - p0) as usize] = true;
                         }
                     }
-                    Ok(bytes) => {
+                    Ok((_, bytes)) => {
                         let e = short_answer(bytes.len(), first, first + count);
                         self.land(obj, run, Err(e.clone()));
                         result = Err(e.to_io());
@@ -440,12 +455,13 @@ impl PageCache {
             claim,
             len,
             partial: Vec::new(),
+            done: Vec::new(),
         }
     }
 
     /// End a background fetch: keep its bytes (data pages) and wake the readers waiting for
     /// its pages, or fail them with the error.
-    pub fn complete(&self, claim: &Claim, len: u64, got: std::io::Result<Vec<u8>>) {
+    pub fn complete(&self, claim: &Claim, len: u64, got: std::io::Result<&[u8]>) {
         if claim.completed.swap(true, Ordering::Relaxed) {
             return;
         }
@@ -455,7 +471,7 @@ impl PageCache {
                 if self.insert(
                     claim.obj,
                     claim.first,
-                    &bytes,
+                    bytes,
                     len,
                     &claim.owned,
                     Class::Data,
@@ -467,12 +483,6 @@ impl PageCache {
             ),
             Err(e) => self.land(claim.obj, &claim.owned, Err(kept(e))),
         }
-    }
-
-    /// Keep the whole pages of `bytes` (from page `first` on) that are not cached, without
-    /// ending any flight (bytes fetched beside those asked for).
-    pub fn keep(&self, obj: u64, first: u64, bytes: &[u8], len: u64, class: Class) {
-        self.insert(obj, first, bytes, len, &[], class);
     }
 
     /// Keep the pages of `bytes` (from page `first` on) and wake those waiting for `run`;
@@ -491,18 +501,34 @@ impl PageCache {
         if (bytes.len() as u64) < needed {
             return false;
         }
-        {
+        // The whole pages not cached yet (a page is whole unless it is the last of the
+        // source), copied into their buffers outside the lock.
+        let wanted: Vec<(u64, &[u8])> = {
+            let st = self.lock();
+            bytes
+                .chunks(PAGE as usize)
+                .zip(first..)
+                .filter(|&(chunk, p)| {
+                    (chunk.len() as u64 == PAGE || p * PAGE + chunk.len() as u64 == len)
+                        && !st.contains((obj, p))
+                })
+                .map(|(chunk, p)| (p, chunk))
+                .collect()
+        };
+        let pages: Vec<(u64, Vec<u8>)> = wanted
+            .into_iter()
+            .map(|(p, chunk)| (p, chunk.to_vec()))
+            .collect();
+        let flights = {
             let mut st = self.lock();
-            for (k, chunk) in bytes.chunks(PAGE as usize).enumerate() {
-                let p = first + k as u64;
-                // A page is whole unless it is the last of the source.
-                let whole = chunk.len() as u64 == PAGE || p * PAGE + chunk.len() as u64 == len;
-                if whole && !st.contains((obj, p)) {
-                    st.keep((obj, p), Arc::from(chunk), class);
-                }
+            for (p, b) in pages {
+                st.keep((obj, p), b, class);
             }
+            st.take_flights(obj, run)
+        };
+        for f in flights {
+            f.land(Ok(()));
         }
-        self.land(obj, run, Ok(()));
         true
     }
 
@@ -520,9 +546,7 @@ fn land(state: &Mutex<State>, obj: u64, run: &[u64], result: Result<(), SharedIo
         if let Err(e) = &result {
             st.hold_failed(obj, run, e);
         }
-        run.iter()
-            .filter_map(|&p| st.flying.take((obj, p)))
-            .collect()
+        st.take_flights(obj, run)
     };
     for f in flights {
         f.land(result.clone());
@@ -538,8 +562,10 @@ pub struct Filling<'a> {
     len: u64,
     /// The page the next byte belongs to.
     next: u64,
-    /// The bytes of page `next` so far, when they came in pieces.
+    /// The buffer of page `next`: its bytes so far (none allocated before its first byte).
     partial: Vec<u8>,
+    /// The pages one piece completed, on their way to the cache (kept for its room).
+    done: Vec<(u64, Vec<u8>)>,
 }
 
 impl Filling<'_> {
@@ -560,40 +586,44 @@ impl Filling<'_> {
                 self.claim.end - self.claim.first
             ));
         }
-        let mut done: Vec<(u64, Arc<[u8]>)> = Vec::new();
-        while !bytes.is_empty() {
-            let want = self.page_len(self.next);
-            let page: Arc<[u8]> = if self.partial.is_empty() && bytes.len() >= want {
-                let (page, rest) = bytes.split_at(want);
-                bytes = rest;
-                Arc::from(page)
-            } else {
-                let k = (want - self.partial.len()).min(bytes.len());
-                self.partial.extend_from_slice(&bytes[..k]);
-                bytes = &bytes[k..];
-                if self.partial.len() < want {
-                    continue;
-                }
-                Arc::from(std::mem::take(&mut self.partial).as_slice())
-            };
-            done.push((self.next, page));
-            self.next += 1;
-        }
-        if done.is_empty() {
+        if bytes.is_empty() {
             return Ok(());
         }
-        let landed: Vec<u64> = done
-            .iter()
-            .map(|&(p, _)| p)
-            .filter(|p| self.claim.owned.binary_search(p).is_ok())
-            .collect();
-        {
-            let mut st = self.cache.lock();
-            for (p, page) in done {
-                st.keep((self.claim.obj, p), page, Class::Data);
+        // Each byte is copied once, into the buffer of its page.
+        while !bytes.is_empty() {
+            let want = self.page_len(self.next);
+            let k = want.saturating_sub(self.partial.len()).min(bytes.len());
+            if k == 0 {
+                // Not reached: the room above ends the bytes within the claim's pages.
+                return Err(format!("bytes past page {} of the answer", self.next));
+            }
+            if self.partial.capacity() == 0 {
+                self.partial = Vec::with_capacity(want);
+            }
+            self.partial.extend_from_slice(&bytes[..k]);
+            bytes = &bytes[k..];
+            if self.partial.len() == want {
+                self.done
+                    .push((self.next, std::mem::take(&mut self.partial)));
+                self.next += 1;
             }
         }
-        self.cache.land(self.claim.obj, &landed, Ok(()));
+        let owned = &self.claim.owned;
+        let obj = self.claim.obj;
+        let flights = {
+            let mut st = self.cache.lock();
+            let mut landed = Vec::with_capacity(self.done.len());
+            for (p, page) in self.done.drain(..) {
+                st.keep((obj, p), page, Class::Data);
+                if owned.binary_search(&p).is_ok() {
+                    landed.push(p);
+                }
+            }
+            st.take_flights(obj, &landed)
+        };
+        for f in flights {
+            f.land(Ok(()));
+        }
         Ok(())
     }
 
@@ -648,6 +678,8 @@ fn copy_from(start: u64, src: &[u8], offset: u64, buf: &mut [u8]) {
 }
 
 #[cfg(test)]
+mod buffer_tests;
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -693,7 +725,7 @@ mod tests {
             calls.fetch_add(1, Ordering::Relaxed);
             let s = (first * PAGE) as usize;
             let e = (((first + count) * PAGE) as usize).min(data.len());
-            Ok(data[s..e].to_vec())
+            Ok((first, data[s..e].to_vec()))
         };
         let cache = PageCache::new(3 * PAGE, PAGE);
         let check = |off: u64, n: usize| {
@@ -742,7 +774,7 @@ mod tests {
                 &mut b,
                 len,
                 Class::Meta,
-                |_, _| -> std::io::Result<Vec<u8>> { panic!("a held page is not fetched") },
+                |_, _| -> std::io::Result<(u64, Vec<u8>)> { panic!("a held page is not fetched") },
             )
             .unwrap_err();
         assert_eq!(again.kind(), std::io::ErrorKind::TimedOut);
@@ -762,7 +794,7 @@ mod tests {
         let len = data.len() as u64;
         let fetch = |first: u64, count: u64| {
             let s = (first * PAGE) as usize;
-            Ok(data[s..s + (count * PAGE) as usize].to_vec())
+            Ok((first, data[s..s + (count * PAGE) as usize].to_vec()))
         };
         let cache = PageCache::new(2 * PAGE, 4 * PAGE);
         let mut b = vec![0u8; 10];
@@ -785,7 +817,10 @@ mod tests {
         let mut b = vec![0u8; 4];
         cache
             .read(1, 3 * PAGE, &mut b, len, Class::Meta, |f, c| {
-                Ok(data[(f * PAGE) as usize..((f + c) * PAGE) as usize].to_vec())
+                Ok((
+                    f,
+                    data[(f * PAGE) as usize..((f + c) * PAGE) as usize].to_vec(),
+                ))
             })
             .unwrap();
         let claims = cache.claim(1, &[(0, 2), (2, 5), (10, 11)], 1, 8);
@@ -811,7 +846,7 @@ mod tests {
             });
             for c in &claims {
                 let r = c.range(len);
-                cache.complete(c, len, Ok(data[r.start as usize..r.end as usize].to_vec()));
+                cache.complete(c, len, Ok(&data[r.start as usize..r.end as usize]));
             }
             let got = reader.join().unwrap();
             assert_eq!(&got[..], &data[(PAGE + 8) as usize..(PAGE + 24) as usize]);
@@ -941,7 +976,10 @@ mod tests {
         // panics once a reader of page 2 waits for it.
         let mut b = vec![0u8; 8];
         c.read(1, PAGE, &mut b, len, Class::Meta, |f, n| {
-            Ok(data[(f * PAGE) as usize..((f + n) * PAGE) as usize].to_vec())
+            Ok((
+                f,
+                data[(f * PAGE) as usize..((f + n) * PAGE) as usize].to_vec(),
+            ))
         })
         .unwrap();
         let panicking = std::thread::spawn(move || {
@@ -952,7 +990,7 @@ mod tests {
                 &mut b,
                 len,
                 Class::Meta,
-                |_, _| -> std::io::Result<Vec<u8>> {
+                |_, _| -> std::io::Result<(u64, Vec<u8>)> {
                     fetching_tx.send(()).unwrap();
                     wait_for_join(&joins, 2);
                     panic!("fetch bug")

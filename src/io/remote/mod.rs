@@ -115,6 +115,8 @@ pub const RA_MAX: u64 = 16 << 20;
 pub const RA_FIRST: u64 = 128 << 10;
 
 #[cfg(test)]
+mod buffer_tests;
+#[cfg(test)]
 mod canned;
 #[cfg(test)]
 mod canned_tests;

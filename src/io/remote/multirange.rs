@@ -121,7 +121,7 @@ impl Inner {
             Ok(answer) => {
                 for (c, r) in batch.into_iter().zip(&ranges) {
                     match answer.cover(r) {
-                        Some(b) => self.pages.complete(&c, self.len, Ok(b.to_vec())),
+                        Some(b) => self.pages.complete(&c, self.len, Ok(b)),
                         None => rest.push(c),
                     }
                 }
@@ -320,7 +320,9 @@ impl Inner {
         // What may arrive: the bytes asked for, and room for each part's headers.
         let asked: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         let limit = asked + 512 * ranges.len() as u64 + 4096;
-        let mut body = Vec::new();
+        // Room for all of it at once (a bound of our own asking, never of the answer's
+        // saying): no reallocation while it arrives.
+        let mut body = Vec::with_capacity(usize::try_from(limit).unwrap_or(0));
         let mut stream = answer.into_body().bytes_stream();
         while let Some(piece) = stream.next().await {
             let piece = piece.map_err(|e| MultiFail::Again(e.to_string()))?;

@@ -146,57 +146,55 @@ impl Inner {
         Ok(())
     }
 
-    /// One ranged GET (with `If-Match`), once a request slot is free.
-    pub(super) async fn get_one(
+    /// One ranged GET (with `If-Match`), once a request slot is free, its answer written
+    /// into `dst` (as long as the range: [`Inner::get_each`] refuses an answer of more bytes
+    /// than the range, or of fewer).
+    pub(super) async fn get_into(
+        &self,
+        range: Range<u64>,
+        deadline: Instant,
+        dst: &mut [u8],
+    ) -> std::io::Result<()> {
+        let mut at = 0usize;
+        let want = dst.len();
+        self.get_each(range, deadline, |b| {
+            let to = at
+                .checked_add(b.len())
+                .and_then(|end| dst.get_mut(at..end))
+                .ok_or_else(|| format!("more than the {want} bytes asked for"))?;
+            to.copy_from_slice(b);
+            at += b.len();
+            Ok(())
+        })
+        .await
+    }
+
+    /// The bytes of `range`: one GET, or parallel GETs of [`PART`] bytes for a long range,
+    /// each answer written where its bytes go in the one buffer returned.
+    pub(super) async fn get(
         &self,
         range: Range<u64>,
         deadline: Instant,
     ) -> std::io::Result<Vec<u8>> {
-        let mut out = Vec::with_capacity((range.end - range.start) as usize);
-        self.get_each(range, deadline, |b| {
-            out.extend_from_slice(b);
-            Ok(())
-        })
-        .await?;
+        let n =
+            usize::try_from(range.end - range.start).map_err(|e| io_err(&self.url, "GET", e))?;
+        if n as u64 <= PART {
+            // Room for the whole answer at once ([`Inner::get_each`] refuses more).
+            let mut out = Vec::with_capacity(n);
+            self.get_each(range, deadline, |b| {
+                out.extend_from_slice(b);
+                Ok(())
+            })
+            .await?;
+            return Ok(out);
+        }
+        let mut out = vec![0u8; n];
+        let parts = out
+            .chunks_mut(PART as usize)
+            .zip((range.start..range.end).step_by(PART as usize))
+            .map(|(dst, at)| self.get_into(at..at + dst.len() as u64, deadline, dst));
+        futures_util::future::try_join_all(parts).await?;
         Ok(out)
-    }
-
-    /// The bytes of `range`: one GET, or parallel GETs of [`PART`] bytes for a long range.
-    pub(super) async fn get(
-        self: Arc<Self>,
-        range: Range<u64>,
-        deadline: Instant,
-    ) -> std::io::Result<Vec<u8>> {
-        if range.end - range.start <= PART {
-            return self.get_one(range, deadline).await;
-        }
-        let mut parts = Vec::new();
-        let mut at = range.start;
-        while at < range.end {
-            let end = (at + PART).min(range.end);
-            let me = self.clone();
-            parts.push(tokio::spawn(
-                async move { me.get_one(at..end, deadline).await },
-            ));
-            at = end;
-        }
-        let mut out = Vec::with_capacity((range.end - range.start) as usize);
-        let mut first_err = None;
-        for p in parts {
-            match p.await {
-                Ok(Ok(b)) => out.extend_from_slice(&b),
-                Ok(Err(e)) => {
-                    first_err.get_or_insert(e);
-                }
-                Err(e) => {
-                    first_err.get_or_insert(io_err(&self.url, "GET", e));
-                }
-            }
-        }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
     }
 
     /// Fetch the page runs `wanted` (page ranges) in the background, merged across gaps of
@@ -329,13 +327,14 @@ impl Remote {
     }
 
     /// Fetch `first..first + count` pages now (the first fetch of an object takes its head;
-    /// a metadata miss in a file with its own larger page size takes that whole page).
+    /// a metadata miss takes the aligned unit around it, the file's own page size when
+    /// larger): the first page fetched, and the bytes from it on.
     pub(super) fn fetch_pages(
         &self,
         first: u64,
         count: u64,
         class: Class,
-    ) -> std::io::Result<Vec<u8>> {
+    ) -> std::io::Result<(u64, Vec<u8>)> {
         let len = self.inner.len;
         let start = first * PAGE;
         let mut end = (first + count) * PAGE;
@@ -350,19 +349,12 @@ impl Remote {
         }
         let end = end.min(len);
         let deadline = self.inner.deadline();
-        let mut got = self
+        let got = self
             .inner
             .shared
             .runtime()?
-            .block_on(self.inner.clone().get(from..end, deadline))?;
-        if from < start {
-            let head = (start - from) as usize;
-            self.inner
-                .pages
-                .keep(self.inner.obj, from / PAGE, &got[..head], len, class);
-            got.drain(..head);
-        }
-        Ok(got)
+            .block_on(self.inner.get(from..end, deadline))?;
+        Ok((from / PAGE, got))
     }
 }
 
