@@ -53,7 +53,8 @@ pub struct Gate {
     bell: Condvar,
 }
 
-/// A thread's turn with one request: [`Gate::depart`] on drop, after the answer is sent.
+/// A thread's turn with one request: on drop, after the answer is sent, the thread parks
+/// or goes back to wait in the kernel.
 #[must_use]
 pub struct Turn<'a> {
     gate: &'a Gate,

@@ -1,7 +1,7 @@
 //! The memory all chunk indexes of a mount may keep: a byte budget, a fraction of the chunk
 //! cache's size, shared by every index's caches of decoded nodes, blocks and pages.
 //!
-//! Each cache charges what it keeps ([`Weigh::weight`] of the decoded value plus a fixed
+//! Each cache charges what it keeps (the `Weigh::weight` of the decoded value plus a fixed
 //! bookkeeping cost) to the budget and gives it back when it drops the value or is dropped
 //! itself. A cache that keeps something while the budget is spent evicts its own least
 //! recently used entries until the budget holds again (or it holds nothing): a cache never
