@@ -515,13 +515,14 @@ impl H5Fs {
         let id = self.group(&node)?;
         let file = self.file_of(&node)?;
         let links = file.links(id).map_err(|e| FsError::model(&node.path, e))?;
-        file.prefetch_headers(&links);
+        file.prefetch_headers(&links, usize::MAX);
         let mut entries = dir::dots(ino, node.parent);
         entries.reserve(links.len());
         let mut groups = Vec::new();
         // `iter()` so this works whether the model hands out the links owned or shared.
         for link in links.iter() {
-            let Some(child) = self.child(&node, link) else {
+            let link = link.to_link();
+            let Some(child) = self.child(&node, &link) else {
                 continue;
             };
             let kind = match child.kind {
@@ -1035,6 +1036,6 @@ struct Xattrs {
 /// number, from links already read only (`None` when they are not cached).
 fn cached_position(file: &File, group: ObjectId, path: &str) -> Option<(usize, usize)> {
     let links = file.cached_links(group)?;
-    let index = Link::position(&links, path.rsplit('/').next()?)?;
+    let index = links.position(path.rsplit('/').next()?)?;
     Some((index, links.len()))
 }

@@ -5,6 +5,7 @@ pub mod attribute;
 pub mod dataset;
 pub mod file;
 pub mod group;
+pub mod links;
 pub mod resolver;
 mod sohm;
 pub mod value;
@@ -14,6 +15,7 @@ pub use attribute::{AttrResult, Attribute, RefusedAttribute};
 pub use dataset::{ChunkIndexKind, Dataset, DatasetInfo, LayoutKind};
 pub use file::{File, OpenOptions};
 pub use group::{Link, LinkTarget};
+pub use links::{LinkRef, Links};
 pub use resolver::{FileIdx, Resolver, ResolverOptions};
 
 /// Identity of an object: the relative address of its object header. Hard links to one object

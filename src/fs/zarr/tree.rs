@@ -141,9 +141,9 @@ impl H5Fs {
         let id = self.group(node)?;
         let file = self.file_of(node)?;
         let links = file.links(id).map_err(|e| FsError::model(&node.path, e))?;
-        file.prefetch_headers(&links);
+        file.prefetch_headers(&links, usize::MAX);
         for link in links.iter() {
-            if let Some(e) = self.zarr_child(z, node, &file, link) {
+            if let Some(e) = self.zarr_child(z, node, &file, &link.to_link()) {
                 entries.push(e);
             }
         }
