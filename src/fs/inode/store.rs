@@ -5,7 +5,8 @@
 //! its file, its kind and two counts; everything else is derived (the path from the parents'
 //! names, an object's address from its number) or kept beside for the few records that need
 //! it (symlink texts, anchors, objects numbered from a counter). Records sit in a slab, a
-//! `Vec` whose free slots are reused, found by number through one map to the slot index.
+//! `Vec` whose free slots are reused, found by number through a hash table of slot indices
+//! (4 bytes a slot, hashed by the record's number: a map from number to slot would take 16).
 //!
 //! The counts: `lookups` is the kernel's (FUSE's `nlookup`: one for each reply that handed
 //! the inode out, given back by `forget`); `pins` counts the records that need this one to
@@ -14,7 +15,9 @@
 //! on its parent, which may go in turn. A count that reaches `u32::MAX` stays there: the
 //! record is kept for the mount rather than dropped while the kernel may still hold it.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 
 use super::super::name::Name;
 use crate::model::FileIdx;
@@ -54,25 +57,42 @@ const COMPACT_FROM: usize = 4096;
 pub struct Store {
     slots: Vec<Option<Record>>,
     free: Vec<u32>,
-    index: HashMap<u64, u32>,
+    /// Slot indices, hashed by their record's number.
+    index: HashTable<u32>,
+    hasher: std::hash::RandomState,
+}
+
+/// The number of the record in slot `i` (0 for a free slot: the index names none).
+fn ino_at(slots: &[Option<Record>], i: u32) -> u64 {
+    slots
+        .get(i as usize)
+        .and_then(|s| s.as_ref())
+        .map_or(0, |r| r.ino)
 }
 
 impl Store {
+    fn slot(&self, ino: u64) -> Option<u32> {
+        let h = self.hasher.hash_one(ino);
+        self.index
+            .find(h, |&i| ino_at(&self.slots, i) == ino)
+            .copied()
+    }
+
     /// The record of `ino`.
     pub fn get(&self, ino: u64) -> Option<&Record> {
-        let &i = self.index.get(&ino)?;
+        let i = self.slot(ino)?;
         self.slots.get(i as usize)?.as_ref()
     }
 
     /// The record of `ino`, to change.
     pub fn get_mut(&mut self, ino: u64) -> Option<&mut Record> {
-        let &i = self.index.get(&ino)?;
+        let i = self.slot(ino)?;
         self.slots.get_mut(i as usize)?.as_mut()
     }
 
     /// Whether `ino` has a record.
     pub fn contains(&self, ino: u64) -> bool {
-        self.index.contains_key(&ino)
+        self.slot(ino).is_some()
     }
 
     /// Records kept.
@@ -86,7 +106,7 @@ impl Store {
             *old = r;
             return;
         }
-        let ino = r.ino;
+        let h = self.hasher.hash_one(r.ino);
         let slot = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = Some(r);
@@ -99,12 +119,20 @@ impl Store {
                 i
             }
         };
-        self.index.insert(ino, slot);
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.index
+            .insert_unique(h, slot, |&i| hasher.hash_one(ino_at(slots, i)));
     }
 
     /// Remove the record of `ino`.
     pub fn remove(&mut self, ino: u64) -> Option<Record> {
-        let i = self.index.remove(&ino)?;
+        let h = self.hasher.hash_one(ino);
+        let slots = &self.slots;
+        let entry = self
+            .index
+            .find_entry(h, |&i| ino_at(slots, i) == ino)
+            .ok()?;
+        let (i, _) = entry.remove();
         let r = self.slots.get_mut(i as usize)?.take();
         self.free.push(i);
         // Give memory back once most of a large walk is forgotten.
@@ -121,12 +149,10 @@ impl Store {
             .flatten()
             .collect();
         self.free = Vec::new();
-        self.index = HashMap::with_capacity(live.len());
+        self.index = HashTable::with_capacity(live.len());
         self.slots = Vec::with_capacity(live.len());
-        for (i, r) in live.into_iter().enumerate() {
-            // Fewer records than before, which fitted in u32.
-            self.index.insert(r.ino, i as u32);
-            self.slots.push(Some(r));
+        for r in live {
+            self.insert(r);
         }
     }
 
@@ -161,6 +187,7 @@ mod tests {
     #[test]
     fn slots_are_reused_and_records_stay_small() {
         assert!(std::mem::size_of::<Option<Record>>() <= 56);
+        assert_eq!(std::mem::size_of::<u32>(), 4, "an index slot");
         let mut s = Store::default();
         for i in 0..10 {
             s.insert(rec(100 + i));

@@ -200,9 +200,9 @@ fn a_refresh_rebinds_where_the_object_is_found_now() {
 
 #[test]
 fn a_record_is_small() {
-    // Slab record plus its index entry, before the map's spare room.
-    let per = std::mem::size_of::<Option<Record>>() + std::mem::size_of::<(u64, u32)>();
-    assert!(per <= 72, "{per} bytes");
+    // Slab record plus its index slot, before the table's spare room.
+    let per = std::mem::size_of::<Option<Record>>() + std::mem::size_of::<u32>();
+    assert!(per <= 60, "{per} bytes");
 }
 
 #[test]
