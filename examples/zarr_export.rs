@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 write_docs(&dir, &group_metadata(&file, id, opts)?)?;
                 for link in file.links(id)?.iter() {
                     if let LinkTarget::Hard(child) = link.target {
-                        stack.push((dir.join(&link.name), child));
+                        stack.push((dir.join(link.name), child));
                     }
                 }
             }

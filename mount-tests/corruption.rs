@@ -196,7 +196,7 @@ pub fn exercise(path: &Path) -> Outcome {
             Ok(ObjectKind::Group) => match file.links(id) {
                 Ok(links) => {
                     for l in links.iter() {
-                        let child = join(&p, &l.name);
+                        let child = join(&p, l.name);
                         match &l.target {
                             LinkTarget::Hard(c) => todo.push((child, depth + 1, *c)),
                             LinkTarget::Soft(_) => match file.resolve(&child) {

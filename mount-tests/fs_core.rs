@@ -27,7 +27,7 @@
 
 mod harness;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -194,7 +194,7 @@ fn entry_names(fs: &H5Fs, ino: u64) -> Vec<String> {
     assert_eq!(listing.entries[1].name, "..");
     listing.entries[2..]
         .iter()
-        .map(|e| e.name.clone())
+        .map(|e| e.name.to_string())
         .collect()
 }
 
@@ -1624,11 +1624,20 @@ fn a_directory_mount_shows_hdf5_files_as_directories_and_lists_without_opening_t
         entry_names(&fs, sub.ino),
         ["exttarget_latest.h5", "links_latest.h5"]
     );
-    for e in &listing.entries[2..] {
-        let a = fs.getattr(e.ino).unwrap();
-        assert_eq!(a.kind, e.kind, "{}", e.name);
+    // The entries with their attributes, as the kernel lists (readdirplus), then a stat of
+    // each (the kernel holds them now).
+    let mut seen = 0;
+    fs.readdirplus(ROOT_INO, 2, |e, _, a, _| {
+        assert_eq!((a.ino, a.kind), (e.ino, e.kind), "{}", e.name);
         assert_eq!(a.perm, if e.kind == Directory { 0o555 } else { 0o444 });
         assert_eq!((a.uid, a.gid), (UID, GID));
+        seen += 1;
+        false
+    })
+    .unwrap();
+    assert_eq!(seen, listing.entries.len() - 2);
+    for e in &listing.entries[2..] {
+        assert_eq!(fs.getattr(e.ino).unwrap().kind, e.kind, "{}", e.name);
     }
     // Listing and stat of every entry parsed nothing: the HDF5 files are known, not opened.
     assert_eq!(counter(&fs, "files_known"), 4);
@@ -1883,4 +1892,149 @@ fn a_directory_refresh_sees_replaced_files_and_new_entries() {
     assert_eq!(entry_names(&fs, a.ino), want, "the new file's tree");
     assert_eq!(fs.read(attr_of(&fs, "b.txt").ino, 0, 10).unwrap(), b"new");
     assert!(fs.refresh_dir().is_empty(), "settled");
+}
+
+// ----------------------------------------------------------------------- forgotten inodes
+
+/// What the kernel holds after a walk: how many times each inode was handed to it (FUSE's
+/// `nlookup`), and each path's attributes.
+#[derive(Default)]
+struct Held {
+    counts: HashMap<u64, u64>,
+    attrs: BTreeMap<String, Attr>,
+}
+
+/// Read every directory below `path` (number `ino`) with `readdirplus` as the kernel does,
+/// `page` entries per request, and recurse into the directories listed; what the kernel
+/// would hold goes to `held` (`.` and `..` are not counted, as the kernel counts them not).
+fn readdirplus_tree(fs: &H5Fs, ino: u64, path: &str, page: usize, held: &mut Held) {
+    let mut offset = 0;
+    let mut dirs = Vec::new();
+    loop {
+        let mut taken = Vec::new();
+        fs.readdirplus(ino, offset, |e, next, attr, _ttl| {
+            if taken.len() == page {
+                return true;
+            }
+            taken.push((e.name.to_string(), next, *attr));
+            false
+        })
+        .unwrap_or_else(|e| panic!("readdirplus {path}: {e:?}"));
+        let Some(&(_, last, _)) = taken.last() else {
+            break;
+        };
+        offset = last;
+        for (name, _, attr) in taken {
+            if name == "." || name == ".." {
+                continue;
+            }
+            *held.counts.entry(attr.ino).or_default() += 1;
+            let p = format!("{path}/{name}");
+            if attr.kind == FileKind::Directory {
+                dirs.push((attr.ino, p.clone()));
+            }
+            held.attrs.insert(p, attr);
+        }
+    }
+    for (ino, p) in dirs {
+        readdirplus_tree(fs, ino, &p, page, held);
+    }
+}
+
+/// Walk `fs` with `readdirplus` and a lookup of every entry, forget it all as the kernel
+/// would, and find it again: the table shrinks to the root, every entry comes back under
+/// the same number with the same attributes.
+fn forget_everything_and_find_it_again(fs: &H5Fs) -> usize {
+    let mut held = Held::default();
+    readdirplus_tree(fs, ROOT_INO, "", 7, &mut held);
+    assert!(held.attrs.len() > 5, "{} entries", held.attrs.len());
+    // `ls -l` stats every entry too: lookups, one count each.
+    for (path, attr) in &held.attrs {
+        let again = walk(fs, path).unwrap_or_else(|e| panic!("{path}: {e:?}"));
+        assert_eq!(again, *attr, "{path}");
+        *held.counts.entry(attr.ino).or_default() += 1;
+        for comp in path.match_indices('/').skip(1) {
+            // The walk looked up each directory on the way as well.
+            let dir = &path[..comp.0];
+            *held.counts.entry(held.attrs[dir].ino).or_default() += 1;
+        }
+    }
+    let known = held.counts.keys().filter(|&&i| i != ROOT_INO).count();
+    assert_eq!(
+        fs.known_inodes(),
+        1 + known,
+        "the root and what the kernel holds"
+    );
+    let stats = String::from_utf8(
+        match fs.getxattr(ROOT_INO, os(STATS_XATTR), 4096).unwrap() {
+            XattrReply::Data(d) => d,
+            XattrReply::Size(_) => panic!("size"),
+        },
+    )
+    .unwrap();
+    assert!(
+        stats.contains(&format!("\ninodes {}\n", 1 + known)),
+        "{stats}"
+    );
+    // The kernel gives the counts back (in any order: here the directories first).
+    let dirs: BTreeSet<u64> = held
+        .attrs
+        .values()
+        .filter(|a| a.kind == FileKind::Directory)
+        .map(|a| a.ino)
+        .collect();
+    let mut order: Vec<(u64, u64)> = held.counts.iter().map(|(&i, &c)| (i, c)).collect();
+    order.sort_by_key(|&(ino, _)| (!dirs.contains(&ino), ino));
+    for (ino, count) in order {
+        // In two parts, as batches may split them.
+        fs.forget(ino, count - count / 2);
+        fs.forget(ino, count / 2);
+    }
+    assert_eq!(fs.known_inodes(), 1, "only the root is left");
+    // Found again: the same numbers, working attributes.
+    for (path, attr) in &held.attrs {
+        let again = walk(fs, path).unwrap_or_else(|e| panic!("{path} after forget: {e:?}"));
+        assert_eq!(again, *attr, "{path} after forget");
+        assert_eq!(fs.getattr(again.ino).unwrap(), *attr, "{path}");
+    }
+    held.attrs.len()
+}
+
+#[test]
+fn forgotten_inodes_are_dropped_and_found_again_under_the_same_numbers() {
+    for form in ["earliest", "latest"] {
+        // Dense and old-style groups of hundreds of links, soft and hard links.
+        let seen = forget_everything_and_find_it_again(&mount(&format!("biggroups_{form}.h5")));
+        assert!(seen > 5000, "{seen}");
+        // Soft, external and hard links, committed datatypes.
+        forget_everything_and_find_it_again(&mount(&format!("links_{form}.h5")));
+    }
+    // Sidecars keep their datasets known.
+    let npy = mount_path(&data("groups_latest.h5"), view_options(true, true), None);
+    forget_everything_and_find_it_again(&npy);
+    // A directory mount: entries numbered from a counter, objects of several files.
+    let top = tempfile::tempdir().unwrap();
+    let root = top.path().join("tree");
+    make_tree(&root);
+    forget_everything_and_find_it_again(&mount_dir(&root, None));
+}
+
+#[test]
+fn hard_links_share_a_number_while_known_and_after() {
+    for form in ["earliest", "latest"] {
+        let fs = mount(&format!("links_{form}.h5"));
+        let a = attr_of(&fs, "/a/data");
+        let alias = attr_of(&fs, "/hard/data_alias1");
+        assert_eq!(a.ino, alias.ino);
+        assert_eq!(a.nlink, 3, "three links");
+        // The kernel forgets the first name's count only: still known, still shared.
+        fs.forget(a.ino, 1);
+        assert_eq!(attr_of(&fs, "/hard/data_alias2").ino, a.ino);
+        fs.forget(a.ino, 2);
+        let before = fs.known_inodes();
+        // Every count given back: gone, and a stat of a new lookup works as before.
+        assert_eq!(attr_of(&fs, "/hard/data_alias2"), a);
+        assert!(fs.known_inodes() >= before);
+        assert_eq!(fs.getattr(a.ino).unwrap(), a);
+    }
 }

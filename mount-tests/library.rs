@@ -304,7 +304,7 @@ fn check_file(name: &str, entry: &Value) -> Report {
                     want.sort();
                     match f.links(id) {
                         Ok(l) => {
-                            let got: Vec<&str> = l.iter().map(|l| l.name.as_str()).collect();
+                            let got: Vec<&str> = l.iter().map(|l| l.name).collect();
                             r.check(got == want, || {
                                 format!("{path}: links differ ({} vs {})", got.len(), want.len())
                             });

@@ -106,7 +106,7 @@ fn long_names_are_left_out_and_their_neighbours_listed_and_read_in_the_library()
         for (g, (names, _)) in groups(&all[form]) {
             let id = f.resolve(&g).unwrap_or_else(|e| panic!("{form} {g}: {e}"));
             let links = f.links(id).unwrap_or_else(|e| panic!("{form} {g}: {e}"));
-            let listed: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+            let listed: Vec<&str> = links.iter().map(|l| l.name).collect();
             assert_eq!(listed, names, "{form} {g}");
         }
         for (p, want) in datasets(&all[form]) {

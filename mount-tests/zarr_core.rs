@@ -96,7 +96,7 @@ fn names(fs: &H5Fs, ino: u64) -> Vec<(String, FileKind)> {
     );
     l.entries[2..]
         .iter()
-        .map(|e| (e.name.clone(), e.kind))
+        .map(|e| (e.name.to_string(), e.kind))
         .collect()
 }
 

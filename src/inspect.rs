@@ -178,7 +178,7 @@ fn list(file: &Arc<File>, start: Option<&str>, out: &mut dyn Write) -> Result<()
             let links = file.links(id).map_err(|e| e.in_object(&p))?;
             let mut children = Vec::new();
             for l in links.iter() {
-                let cp = join(&p, &l.name);
+                let cp = join(&p, l.name);
                 let entry = match &l.target {
                     LinkTarget::Hard(cid) => Ok(*cid),
                     LinkTarget::Soft(t) => Err(format!("{cp}  soft link -> {t}")),

@@ -20,10 +20,10 @@
 //! absolute or has one, cannot be shown as written: its text becomes [`REFUSED_PREFIX`] and the
 //! original with `/` escaped, one component that names nothing — a dangling symlink.
 
-use std::collections::HashMap;
-
 use super::attr::FileKind;
-use crate::model::LinkTarget;
+use super::inode::NodeKind;
+use super::name::Name;
+use crate::model::{FileIdx, LinkTarget};
 
 /// Longest name a Linux directory entry can hold.
 pub const NAME_MAX: usize = 255;
@@ -33,14 +33,32 @@ pub const NAME_MAX: usize = 255;
 pub struct DirEntry {
     pub ino: u64,
     pub kind: FileKind,
-    pub name: String,
+    pub name: Name,
 }
 
-/// The entries of a directory, `.` and `..` first, then links in the model's (name) order.
+/// The entries of a directory, `.` and `..` first, then links in the model's (name) order
+/// (sidecars after them). Names are found by binary search: the entries after the dots are
+/// in name order, or `order` sorts them.
 #[derive(Debug, Default)]
 pub struct Listing {
     pub entries: Vec<DirEntry>,
-    by_name: HashMap<String, usize>,
+    /// Indices of the entries after the dots, sorted by name, when they are not in order.
+    order: Option<Vec<u32>>,
+    /// Where the entries come from whose inode numbers do not tell it, by entry index,
+    /// sorted: a lookup or `readdirplus` makes their nodes from this.
+    origins: Vec<(u32, Origin)>,
+}
+
+/// Where an entry of a listing comes from (see [`Listing::with_origins`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A link of a group, other than a hard link to an object of the group's file numbered
+    /// by its address (the number tells that one).
+    Link(LinkTarget),
+    /// An entry of a mounted directory: its kind and, for an HDF5 file, its file.
+    Host(NodeKind, FileIdx),
+    /// A symlink of a mounted directory, with its text.
+    HostSymlink(String),
 }
 
 /// The `.` and `..` entries of the directory `ino` whose parent is `parent`.
@@ -58,17 +76,67 @@ pub fn dots(ino: u64, parent: u64) -> Vec<DirEntry> {
 impl Listing {
     /// A listing from its entries (`.` and `..` included by the caller).
     pub fn new(entries: Vec<DirEntry>) -> Listing {
-        let by_name = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.name.clone(), i))
-            .collect();
-        Listing { entries, by_name }
+        Listing::with_origins(entries, Vec::new())
+    }
+
+    /// A listing from its entries and where those come from whose numbers do not tell it
+    /// (by entry index, in any order).
+    pub fn with_origins(mut entries: Vec<DirEntry>, mut origins: Vec<(u32, Origin)>) -> Listing {
+        entries.shrink_to_fit();
+        origins.sort_by_key(|(i, _)| *i);
+        let rest = entries.get(2..).unwrap_or_default();
+        let sorted = rest
+            .windows(2)
+            .all(|w| w[0].name.as_bytes() < w[1].name.as_bytes());
+        let order = (!sorted).then(|| {
+            let mut order: Vec<u32> = (2..entries.len() as u32).collect();
+            order.sort_by(|&a, &b| {
+                entries[a as usize]
+                    .name
+                    .as_bytes()
+                    .cmp(entries[b as usize].name.as_bytes())
+            });
+            order
+        });
+        Listing {
+            entries,
+            order,
+            origins,
+        }
+    }
+
+    /// The index of the entry named `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        for (i, e) in self.entries.iter().take(2).enumerate() {
+            if e.name == name {
+                return Some(i);
+            }
+        }
+        let key = |i: usize| self.entries.get(i).map_or(&b""[..], |e| e.name.as_bytes());
+        match &self.order {
+            None => {
+                let rest = self.entries.get(2..)?;
+                rest.binary_search_by(|e| e.name.as_bytes().cmp(name.as_bytes()))
+                    .ok()
+                    .map(|i| i + 2)
+            }
+            Some(order) => order
+                .binary_search_by(|&i| key(i as usize).cmp(name.as_bytes()))
+                .ok()
+                .map(|k| order[k] as usize),
+        }
     }
 
     /// The entry named `name`.
     pub fn find(&self, name: &str) -> Option<&DirEntry> {
-        self.by_name.get(name).and_then(|&i| self.entries.get(i))
+        self.entries.get(self.position(name)?)
+    }
+
+    /// Where entry `index` comes from, if kept (see [`Listing::with_origins`]).
+    pub fn origin(&self, index: usize) -> Option<&Origin> {
+        let i = u32::try_from(index).ok()?;
+        let k = self.origins.binary_search_by_key(&i, |(p, _)| *p).ok()?;
+        Some(&self.origins[k].1)
     }
 
     /// Entries from the kernel's `offset` on, each with the offset that resumes after it.
@@ -79,6 +147,21 @@ impl Listing {
             .enumerate()
             .skip(start)
             .map(|(i, e)| (i as u64 + 1, e))
+    }
+
+    /// The memory this listing takes, about: what the cache of listings weighs it by.
+    pub fn bytes(&self) -> usize {
+        let heap_names: usize = self
+            .entries
+            .iter()
+            .filter(|e| e.name.len() > super::name::INLINE)
+            .map(|e| e.name.len())
+            .sum();
+        std::mem::size_of::<Listing>()
+            + self.entries.capacity() * std::mem::size_of::<DirEntry>()
+            + heap_names
+            + self.order.as_ref().map_or(0, |o| o.capacity() * 4)
+            + self.origins.capacity() * std::mem::size_of::<(u32, Origin)>()
     }
 }
 
@@ -279,10 +362,26 @@ mod tests {
         let l = Listing::new(vec![e(".", 1), e("..", 1), e("a", 5), e("b", 6)]);
         let all: Vec<_> = l.from_offset(0).map(|(o, e)| (o, e.ino)).collect();
         assert_eq!(all, vec![(1, 1), (2, 1), (3, 5), (4, 6)]);
-        let rest: Vec<_> = l.from_offset(3).map(|(o, e)| (o, e.name.clone())).collect();
+        let rest: Vec<_> = l
+            .from_offset(3)
+            .map(|(o, e)| (o, e.name.to_string()))
+            .collect();
         assert_eq!(rest, vec![(4, "b".to_string())]);
         assert_eq!(l.from_offset(u64::MAX).count(), 0);
         assert_eq!(l.find("b").map(|e| e.ino), Some(6));
         assert!(l.find("c").is_none());
+        assert_eq!(l.find("..").map(|e| e.ino), Some(1));
+        // Out of order (sidecars after the links): found all the same.
+        let l = Listing::new(vec![
+            e(".", 1),
+            e("..", 1),
+            e("b", 5),
+            e("a", 6),
+            e("b.npy", 7),
+        ]);
+        for (n, ino) in [("a", 6), ("b", 5), ("b.npy", 7)] {
+            assert_eq!(l.find(n).map(|e| e.ino), Some(ino), "{n}");
+        }
+        assert!(l.find("c").is_none() && l.find("").is_none());
     }
 }

@@ -17,7 +17,9 @@
 //! entries and attributes come with the listing (`readdirplus`) and live long
 //! ([`H5Fs::ttl`]), and with POSIX ACLs on the kernel remembers that an inode has none.
 //! When the file is re-read while mounted (`super::refresh`), a [`Notifier`] tells the kernel
-//! which of those cached entries, attributes and pages to drop.
+//! which of those cached entries, attributes and pages to drop. The kernel's `forget` (and
+//! `batch_forget`, which fuser splits into single forgets) gives back its counts of the inodes
+//! handed out, and the core drops what it no longer holds ([`H5Fs::forget`]).
 //!
 //! Built with the `bench-ceiling` feature (benchmarks only), the adapter also serves the
 //! memory-backed file of `fs::ceiling` (feature `bench-ceiling`).
@@ -27,7 +29,7 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
@@ -410,8 +412,10 @@ impl Filesystem for FuseFs {
     }
 
     // fuser's `batch_forget` (whose argument type it does not export) calls this per inode.
-    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         let _turn = self.enter(Op::Forget, true);
+        // No reply: a panic is only logged.
+        self.guard("forget", |c| c.forget(ino.0, nlookup));
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -557,7 +561,7 @@ impl Filesystem for FuseFs {
         self.guard("readdir", |c| match c.listing(ino.0) {
             Ok(listing) => {
                 for (next, e) in listing.from_offset(offset) {
-                    if reply.add(INodeNo(e.ino), next, kind(e.kind), &e.name) {
+                    if reply.add(INodeNo(e.ino), next, kind(e.kind), e.name.as_str()) {
                         break;
                     }
                 }
@@ -579,30 +583,15 @@ impl Filesystem for FuseFs {
             Op::Readdirplus,
             self.core.listing_in_memory(ino.0, offset, true),
         );
-        self.guard("readdirplus", |c| match c.listing(ino.0) {
-            Ok(listing) => {
-                for (next, e) in listing.from_offset(offset) {
-                    // An entry whose attributes fail is still listed, with a placeholder the
-                    // kernel must not cache: the next stat asks again and gets the error.
-                    let (attr, ttl) = match c.getattr(e.ino) {
-                        Ok(a) => (a, c.ttl()),
-                        Err(_) => (c.placeholder_attr(e), Duration::ZERO),
-                    };
-                    let full = reply.add(
-                        INodeNo(e.ino),
-                        next,
-                        &e.name,
-                        &ttl,
-                        &file_attr(&attr),
-                        Generation(0),
-                    );
-                    if full {
-                        break;
-                    }
-                }
-                reply.ok()
+        self.guard("readdirplus", |c| {
+            let r = c.readdirplus(ino.0, offset, |e, next, attr, ttl| {
+                let (ino, name) = (INodeNo(attr.ino), e.name.as_str());
+                reply.add(ino, next, name, &ttl, &file_attr(attr), Generation(0))
+            });
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(Self::fail(c, "readdirplus", e)),
             }
-            Err(e) => reply.error(Self::fail(c, "readdirplus", e)),
         })
     }
 

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::attr::{Attr, FileKind};
-use super::dir::{self, DirEntry, Listing};
+use super::dir::{self, DirEntry, Listing, Origin};
 use super::refresh::Stamp;
 use super::{FsError, FsResult, H5Fs, Mounted, Node, NodeKind};
 use crate::model::FileIdx;
@@ -222,6 +222,7 @@ impl H5Fs {
             }
         }
         found.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let mut origins = Vec::new();
         for (name, ft) in found {
             let child_rel = rel.join(&name);
             let child_path = super::inode::join_path(&node.path, &name);
@@ -230,11 +231,13 @@ impl H5Fs {
             } else {
                 self.host_entry(node, &name, child_rel, ft, &child_path)
             };
-            if let Some(e) = entry {
+            if let Some((e, origin)) = entry {
+                // Fewer entries than 2^32 in one directory.
+                origins.push((entries.len() as u32, origin));
                 entries.push(e);
             }
         }
-        Ok(Listing::new(entries))
+        Ok(Listing::with_origins(entries, origins))
     }
 
     /// The listing of the directory `rel` of a mounted prefix of a bucket: sub-prefixes are
@@ -250,6 +253,7 @@ impl H5Fs {
             FsError::Errno(libc::EIO)
         })?;
         let mut entries = dir::dots(node.ino, node.parent);
+        let mut origins = Vec::new();
         for e in listed {
             let child_path = super::inode::join_path(&node.path, &e.name);
             if let Some(why) = dir::bad_name(&e.name) {
@@ -270,9 +274,12 @@ impl H5Fs {
             } else {
                 (NodeKind::HostFile { rel: child_rel }, FileIdx::MAX)
             };
-            entries.push(self.host_child(node, &e.name, kind, file));
+            let (entry, origin) = self.host_child(node, &e.name, kind, file);
+            // Fewer entries than 2^32 in one listing.
+            origins.push((entries.len() as u32, origin));
+            entries.push(entry);
         }
-        Ok(Listing::new(entries))
+        Ok(Listing::with_origins(entries, origins))
     }
 
     /// The entry for the file or directory `name` of `parent`.
@@ -283,7 +290,7 @@ impl H5Fs {
         rel: PathBuf,
         ft: std::fs::FileType,
         path: &str,
-    ) -> Option<DirEntry> {
+    ) -> Option<(DirEntry, Origin)> {
         let (kind, file): (NodeKind, FileIdx) = if ft.is_dir() {
             (NodeKind::HostDir { rel }, FileIdx::MAX)
         } else if ft.is_file() {
@@ -313,22 +320,36 @@ impl H5Fs {
         Some(self.host_child(parent, name, kind, file))
     }
 
-    /// The entry `name` of `parent`, a host directory, file or HDF5 file root (of `file`).
-    fn host_child(&self, parent: &Node, name: &str, kind: NodeKind, file: FileIdx) -> DirEntry {
+    /// The entry `name` of `parent`, a host directory, file or HDF5 file root (of `file`),
+    /// and where it comes from (what makes its node when it is handed out).
+    fn host_child(
+        &self,
+        parent: &Node,
+        name: &str,
+        kind: NodeKind,
+        file: FileIdx,
+    ) -> (DirEntry, Origin) {
         let shown = match kind {
             NodeKind::HostFile { .. } => FileKind::RegularFile,
             _ => FileKind::Directory,
         };
-        let child = self.inodes.host(parent, name, kind, file);
-        DirEntry {
+        let child = self.inodes.host(parent, name, kind.clone(), file);
+        let entry = DirEntry {
             ino: child.ino,
             kind: shown,
-            name: name.to_string(),
-        }
+            name: name.into(),
+        };
+        (entry, Origin::Host(kind, file))
     }
 
     /// The entry for the symlink `name` of `parent` (see the module docs).
-    fn host_symlink(&self, parent: &Node, name: &str, rel: &Path, path: &str) -> Option<DirEntry> {
+    fn host_symlink(
+        &self,
+        parent: &Node,
+        name: &str,
+        rel: &Path,
+        path: &str,
+    ) -> Option<(DirEntry, Origin)> {
         let abs = self.host_abs(rel);
         let canon_root = self.resolver.canonical_root();
         let text = match std::fs::canonicalize(&abs) {
@@ -354,12 +375,13 @@ impl H5Fs {
                 }
             },
         };
-        let node = self.inodes.symlink(parent, name, text);
-        Some(DirEntry {
+        let node = self.inodes.symlink(parent, name, text.clone());
+        let entry = DirEntry {
             ino: node.ino,
             kind: FileKind::Symlink,
-            name: name.to_string(),
-        })
+            name: name.into(),
+        };
+        Some((entry, Origin::HostSymlink(text)))
     }
 
     /// Read `size` bytes at `offset` of the passed-through file `rel` into `out` (short at
@@ -441,7 +463,7 @@ mod tests {
         l.entries
             .iter()
             .skip(2)
-            .map(|e| (e.name.clone(), e.kind))
+            .map(|e| (e.name.to_string(), e.kind))
             .collect()
     }
 

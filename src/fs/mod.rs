@@ -11,14 +11,21 @@
 //! mount is read-only: every mutating operation answers `EROFS`. With `--zarr` the tree is a
 //! Zarr store instead ([`zarr`]).
 //!
-//! Attributes and directory listings are computed once per inode and kept: the file is taken
-//! not to change while mounted, unless the mount re-reads it (`--refresh`, see [`refresh`]),
-//! which drops them. Failures are logged once per object path.
+//! The inodes the kernel holds are counted ([`inode`]): a lookup's answer and each
+//! `readdirplus` entry count one, and the kernel's `forget` ([`H5Fs::forget`]) gives them
+//! back; an inode forgotten is dropped with what was kept for it (its listing, its view set),
+//! so the daemon's memory follows what the kernel holds, not what a walk has seen. The file
+//! is taken not to change while mounted, unless the mount re-reads it (`--refresh`, see
+//! [`refresh`]): listings are kept while there is room ([`listings`]), attributes are
+//! computed from the model's caches at each `getattr` (which the kernel seldom sends: it
+//! caches them for [`H5Fs::ttl`]), and with refresh on, the attributes shown are kept per
+//! known inode, for the refresh to compare. Failures are logged once per object path.
 
 pub mod attr;
 #[cfg(feature = "bench-ceiling")]
 mod ceiling;
 pub mod dir;
+mod entries;
 pub mod error;
 mod external;
 pub mod fuse;
@@ -26,6 +33,8 @@ mod fusermount;
 pub mod gate;
 pub mod hostdir;
 pub mod inode;
+pub mod listings;
+pub mod name;
 pub mod prefetch;
 mod quick;
 pub mod read;
@@ -39,19 +48,19 @@ pub mod zarr;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 pub use attr::{Attr, FileKind};
-pub use dir::{DirEntry, Listing};
+pub use dir::{DirEntry, Listing, Origin};
+pub use entries::Found;
 pub use error::{FsError, FsResult};
 pub use inode::{Node, NodeKind, ROOT_INO};
 pub use xattr::XattrReply;
 
 use crate::io::ReadCtx;
-use crate::model::{Dataset, File, FileIdx, Link, LinkTarget, ObjectId, ObjectKind, Resolver};
-use crate::sync::{self, lock, write};
+use crate::model::{Dataset, File, FileIdx, ObjectId, ObjectKind, Resolver};
+use crate::sync::{self, lock};
 use crate::views::ViewOptions;
 
 /// How the mounted tree presents itself (owner, fallback times).
@@ -114,10 +123,10 @@ pub struct H5Fs {
     mounted: Mounted,
     opts: FsOptions,
     inodes: inode::InodeTable,
-    listings: RwLock<HashMap<u64, Arc<Listing>>>,
-    /// Bumped (under the `listings` lock) each time [`refresh`] drops the listings, so a
-    /// listing built from the file before the refresh is not kept after it.
-    listings_gen: AtomicU64,
+    listings: listings::Listings,
+    /// With refresh on: the attributes shown of each known inode, which a refresh compares
+    /// with the new file's.
+    shown: Mutex<HashMap<u64, Attr>>,
     /// Failed reads ask the refresh thread for a check here ([`refresh`]).
     wakeup: refresh::Wakeup,
     logged: Mutex<lru::LruCache<String, ()>>,
@@ -192,6 +201,10 @@ impl H5Fs {
         let prefetch = prefetch::Prefetcher::new(resolver.chunk_cache().capacity());
         let views = views::Views::new(opts.views);
         let zarr = opts.zarr.map(zarr::ZarrFs::new);
+        if zarr.is_some() {
+            // Its own tables hold numbers of the inode table.
+            inodes.keep_all();
+        }
         H5Fs {
             siblings: siblings::Siblings::with_decoder(prefetch.workers()),
             prefetch,
@@ -200,8 +213,8 @@ impl H5Fs {
             mounted,
             opts,
             inodes,
-            listings: RwLock::new(HashMap::new()),
-            listings_gen: AtomicU64::new(0),
+            listings: listings::Listings::new(),
+            shown: Mutex::new(HashMap::new()),
             wakeup: refresh::Wakeup::default(),
             logged: Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(MAX_LOGGED).unwrap_or(std::num::NonZeroUsize::MIN),
@@ -290,133 +303,6 @@ impl H5Fs {
         }
     }
 
-    /// Look `name` up in the directory `parent`: in its listing when one was built, else
-    /// through the model's by-name lookup (no need to decode a whole large group).
-    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
-        let enoent = || FsError::Errno(libc::ENOENT);
-        let name = name.to_str().ok_or_else(enoent)?;
-        if let Some(z) = self.zarr() {
-            return self.zarr_lookup(z, parent, name);
-        }
-        let cached = self.cached_listing(parent);
-        if let Some(listing) = cached {
-            return self.getattr(listing.find(name).ok_or_else(enoent)?.ino);
-        }
-        let node = self.node(parent)?;
-        if name == "." || name == ".." {
-            return self.getattr(if name == "." { parent } else { node.parent });
-        }
-        if matches!(node.kind, NodeKind::HostDir { .. }) {
-            let listing = self.listing(parent)?;
-            return self.getattr(listing.find(name).ok_or_else(enoent)?.ino);
-        }
-        let id = self.group(&node)?;
-        let link = self
-            .file_of(&node)?
-            .lookup(id, name)
-            .map_err(|e| FsError::model(&node.path, e))?;
-        let Some(link) = link else {
-            return self.lookup_sidecar(&node, id, name);
-        };
-        let child = self.child(&node, &link).ok_or_else(enoent)?;
-        self.getattr(child.ino)
-    }
-
-    /// The group `node` stands for (`ENOTDIR` if it is something else; `EIO` for an HDF5 file
-    /// of a mounted directory whose root object is not a group, a corrupt superblock).
-    fn group(&self, node: &Node) -> FsResult<ObjectId> {
-        let id = match node.kind {
-            NodeKind::Object(id) => id,
-            NodeKind::FileRoot { .. } => self.object(node)?,
-            _ => return Err(FsError::Errno(libc::ENOTDIR)),
-        };
-        let kind = self.kind(node, id)?;
-        if kind == ObjectKind::Group {
-            return Ok(id);
-        }
-        if node.is_file_root() {
-            return Err(FsError::model(
-                &node.path,
-                crate::Error::corrupt(
-                    "root group",
-                    id.0,
-                    format!("the superblock's root object is a {kind:?}, not a group"),
-                ),
-            ));
-        }
-        Err(FsError::Errno(libc::ENOTDIR))
-    }
-
-    /// The inode of `link` in the group of `node`; `None` (and a log line, once) for links
-    /// that cannot be shown.
-    fn child(&self, node: &Node, link: &Link) -> Option<Arc<Node>> {
-        let path = inode::join_path(&node.path, &link.name);
-        if let Some(why) = dir::bad_name(&link.name) {
-            self.log_once(&path, || format!("skipping link {path:?}: {why}"));
-            return None;
-        }
-        match &link.target {
-            LinkTarget::Hard(cid) => {
-                // Linux directories cannot have several parents (the kernel answers ELOOP for
-                // a link to an ancestor and EIO for one to the root): a group already shown
-                // at another path appears here as a symlink to that path.
-                self.object_child(node, &link.name, node.file, *cid, node.anchor.clone())
-            }
-            LinkTarget::External { file, path: opath } => {
-                match self.follow_external(node, file, opath) {
-                    Ok((fidx, cid)) => {
-                        let anchor = Arc::new(inode::Anchor {
-                            file_name: file.clone(),
-                            h5_path: crate::model::resolver::fold(std::path::Path::new(opath))
-                                .to_string_lossy()
-                                .into_owned(),
-                            mount_path: path.clone(),
-                        });
-                        self.object_child(node, &link.name, fidx, cid, Some(anchor))
-                    }
-                    Err(why) => {
-                        let text = dir::symlink_text(&node.path, &link.target).unwrap_or_default();
-                        self.log_once(&path, || {
-                            if dir::is_refused(&text) {
-                                format!(
-                                    "link {path:?} would lead outside the mount; shown dangling"
-                                )
-                            } else {
-                                format!(
-                                    "external link {path:?} to {file}::{opath} not followed: {why}"
-                                )
-                            }
-                        });
-                        Some(self.inodes.symlink(node, &link.name, text))
-                    }
-                }
-            }
-            LinkTarget::Soft(target) if node.anchor.is_some() => {
-                self.soft_in_external(node, &link.name, target)
-            }
-            LinkTarget::UserDefined(t) => {
-                self.log_once(&path, || {
-                    format!("skipping link {path:?}: user-defined link type {t}")
-                });
-                None
-            }
-            other => {
-                let text = dir::symlink_text(&node.path, other).unwrap_or_default();
-                if dir::is_refused(&text) {
-                    self.log_once(&path, || {
-                        format!("link {path:?} would lead outside the mount; shown dangling")
-                    });
-                }
-                Some(self.inodes.symlink(node, &link.name, text))
-            }
-        }
-    }
-
-    fn cached_listing(&self, ino: u64) -> Option<Arc<Listing>> {
-        let map = sync::read(&self.listings);
-        map.get(&ino).cloned()
-    }
-
     /// Attributes of `ino` (with refresh on, tried again in a new view if they fail).
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
         self.retry_after_refresh(|| self.getattr_once(ino))
@@ -430,13 +316,26 @@ impl H5Fs {
             return self.sidecar_getattr(ino);
         }
         let node = self.node(ino)?;
-        if let Some(a) = node.attr.get() {
-            return Ok(*a);
+        self.attr_of(&node)
+    }
+
+    /// Attributes of `node` (known, or about to be handed out): from the model's caches; with
+    /// refresh on, the ones shown first, until the next refresh (see [`refresh`]).
+    pub(super) fn attr_of(&self, node: &Node) -> FsResult<Attr> {
+        let refresh = self.opts.refresh.is_some();
+        // A refresh moves the generation on before it drops the attributes shown: ones
+        // computed from the file before it are not kept.
+        let gen = self.listings.gen();
+        if refresh {
+            if let Some(a) = lock(&self.shown).get(&node.ino) {
+                return Ok(*a);
+            }
         }
+        let ino = node.ino;
         let owner = (self.opts.uid, self.opts.gid);
         let attr = match &node.kind {
             NodeKind::HostDir { .. } | NodeKind::HostFile { .. } | NodeKind::FileRoot { .. } => {
-                self.host_attr(&node)?
+                self.host_attr(node)?
             }
             NodeKind::Symlink { target } => Attr::new(
                 ino,
@@ -447,22 +346,25 @@ impl H5Fs {
             ),
             NodeKind::Object(id) => {
                 let id = *id;
-                let kind = self.kind(&node, id)?;
+                let kind = self.kind(node, id)?;
                 let (fkind, size) = match kind {
                     ObjectKind::Group => (FileKind::Directory, 0),
                     // Retried in a new view before the size falls back to 0.
                     ObjectKind::Dataset => match self.retry_after_refresh(|| {
-                        self.dataset_of(&node, id)
-                            .and_then(|ds| self.served_len(&node, &ds))
+                        self.dataset_of(node, id)
+                            .and_then(|ds| self.served_len(node, &ds))
                     }) {
                         Ok(len) => {
                             if len > attr::MAX_SIZE {
-                                log::warn!(
-                                    "{}: {len} bytes, more than a file can show: its size \
-                                     shows as {}, and the bytes past that cannot be read",
-                                    node.path,
-                                    attr::MAX_SIZE
-                                );
+                                let path = &node.path;
+                                self.log_once(path, || {
+                                    format!(
+                                        "{path}: {len} bytes, more than a file can show: its \
+                                         size shows as {}, and the bytes past that cannot be \
+                                         read",
+                                        attr::MAX_SIZE
+                                    )
+                                });
                             }
                             (FileKind::RegularFile, len)
                         }
@@ -473,89 +375,29 @@ impl H5Fs {
                     },
                     ObjectKind::NamedDatatype | ObjectKind::Unknown => (FileKind::RegularFile, 0),
                 };
-                let mtime = match self.file_of(&node)?.mtime(id) {
+                let file = self.file_of(node)?;
+                let mtime = match file.mtime(id) {
                     Ok(Some(secs)) => SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
                     _ => self.opts.file_mtime,
                 };
                 let mut a = Attr::new(ino, fkind, size, owner, mtime);
-                a.nlink = self.file_of(&node)?.refcount(id).unwrap_or(1).max(1);
+                a.nlink = file.refcount(id).unwrap_or(1).max(1);
                 a
             }
         };
-        Ok(*node.attr.get_or_init(|| attr))
+        if refresh {
+            let mut shown = lock(&self.shown);
+            if self.listings.gen() == gen {
+                return Ok(*shown.entry(ino).or_insert(attr));
+            }
+        }
+        Ok(attr)
     }
 
     /// Attributes shown for a listed entry whose real attributes cannot be computed.
     pub fn placeholder_attr(&self, e: &DirEntry) -> Attr {
         let owner = (self.opts.uid, self.opts.gid);
         Attr::new(e.ino, e.kind, 0, owner, self.opts.file_mtime)
-    }
-
-    /// The listing of directory `ino` (built on first use).
-    pub fn listing(&self, ino: u64) -> FsResult<Arc<Listing>> {
-        self.listing_with(ino, true)
-    }
-
-    /// [`H5Fs::listing`]; `crawl`: on a remote source, list the groups in it in the
-    /// background too (see [`File::prefetch_groups`]).
-    fn listing_with(&self, ino: u64, crawl: bool) -> FsResult<Arc<Listing>> {
-        if let Some(z) = self.zarr() {
-            return self.zarr_listing(z, ino);
-        }
-        if let Some(l) = self.cached_listing(ino) {
-            return Ok(l);
-        }
-        if views::is_sidecar(ino) {
-            return Err(FsError::Errno(libc::ENOTDIR));
-        }
-        let gen = self.listings_gen.load(Ordering::Acquire);
-        let node = self.node(ino)?;
-        if let NodeKind::HostDir { rel } = &node.kind {
-            let listing = Arc::new(self.host_listing(&node, rel)?);
-            return Ok(self.keep_listing(ino, gen, listing));
-        }
-        let id = self.group(&node)?;
-        let file = self.file_of(&node)?;
-        let links = file.links(id).map_err(|e| FsError::model(&node.path, e))?;
-        file.prefetch_headers(&links);
-        let mut entries = dir::dots(ino, node.parent);
-        entries.reserve(links.len());
-        let mut groups = Vec::new();
-        // `iter()` so this works whether the model hands out the links owned or shared.
-        for link in links.iter() {
-            let Some(child) = self.child(&node, link) else {
-                continue;
-            };
-            let kind = match child.kind {
-                NodeKind::Symlink { .. } => FileKind::Symlink,
-                NodeKind::Object(cid) => match self.kind(&child, cid) {
-                    Ok(ObjectKind::Group) => {
-                        if child.file == node.file {
-                            groups.push(cid);
-                        }
-                        FileKind::Directory
-                    }
-                    Ok(_) => FileKind::RegularFile,
-                    Err(e) => {
-                        self.log_error("readdir", &e);
-                        FileKind::RegularFile
-                    }
-                },
-                NodeKind::HostDir { .. } | NodeKind::FileRoot { .. } => FileKind::Directory,
-                NodeKind::HostFile { .. } => FileKind::RegularFile,
-            };
-            entries.push(DirEntry {
-                ino: child.ino,
-                kind,
-                name: link.name.clone(),
-            });
-        }
-        if crawl {
-            file.prefetch_groups(groups);
-        }
-        self.add_sidecars(&node, &mut entries);
-        let listing = Arc::new(Listing::new(entries));
-        Ok(self.keep_listing(ino, gen, listing))
     }
 
     /// Build the root directory's listing now, and fetch the links of up to [`WARM_GROUPS`]
@@ -584,13 +426,14 @@ impl H5Fs {
         // first ones; the others crawled as the listing would).
         match self.listing_with(inode::ROOT_INO, false) {
             Ok(root) => {
-                let groups: Vec<(Arc<File>, ObjectId)> = root
-                    .entries
-                    .iter()
-                    .skip(2)
-                    .filter(|e| e.kind == FileKind::Directory)
-                    .filter_map(|e| {
-                        let node = self.node(e.ino).ok()?;
+                let root_node = self.node(inode::ROOT_INO);
+                let groups: Vec<(Arc<File>, ObjectId)> = (2..root.entries.len())
+                    .filter(|&i| root.entries[i].kind == FileKind::Directory)
+                    .filter_map(|i| {
+                        let found = self.entry_found(root_node.as_ref().ok()?, &root, i).ok()?;
+                        let Found::Node(node) = found else {
+                            return None;
+                        };
                         match node.kind {
                             NodeKind::Object(id) => Some((self.file_of(&node).ok()?, id)),
                             _ => None,
@@ -621,16 +464,6 @@ impl H5Fs {
             let file = sync::read(held).clone();
             file.storage().warm_up();
         }
-    }
-
-    /// Keep `listing` as the listing of `ino`, unless a refresh dropped the listings since
-    /// generation `gen` (it was built from the file before it); the listing to serve.
-    fn keep_listing(&self, ino: u64, gen: u64, listing: Arc<Listing>) -> Arc<Listing> {
-        let mut map = write(&self.listings);
-        if self.listings_gen.load(Ordering::Acquire) != gen {
-            return listing;
-        }
-        map.entry(ino).or_insert(listing).clone()
     }
 
     /// Check that `ino` is a directory that can be listed.
@@ -981,8 +814,14 @@ impl H5Fs {
                 prefetch,
                 self.resolver.stats(),
                 self.resolver.requests().unwrap_or_default(),
+                self.known_inodes() as u64,
             )
             .render()
+    }
+
+    /// Inodes the kernel holds now, sidecars included (the root counts: it is always known).
+    pub fn known_inodes(&self) -> usize {
+        self.inodes.len() + self.views.known_count()
     }
 
     /// `listxattr`: the NUL-separated names (size query when `size` is 0).
@@ -1018,7 +857,7 @@ impl H5Fs {
     pub fn statfs(&self) -> StatFs {
         StatFs {
             blocks: self.opts.file_size.div_ceil(4096),
-            files: self.inodes.len() as u64,
+            files: self.known_inodes() as u64,
             bsize: 4096,
             namelen: dir::NAME_MAX as u32,
         }
@@ -1037,6 +876,6 @@ struct Xattrs {
 /// number, from links already read only (`None` when they are not cached).
 fn cached_position(file: &File, group: ObjectId, path: &str) -> Option<(usize, usize)> {
     let links = file.cached_links(group)?;
-    let index = Link::position(&links, path.rsplit('/').next()?)?;
+    let index = links.position(path.rsplit('/').next()?)?;
     Some((index, links.len()))
 }

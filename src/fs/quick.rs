@@ -6,20 +6,31 @@
 //! then reads holds up the next request until it is answered.
 
 use super::{views, xattr, H5Fs};
+use crate::sync::lock;
 
 /// Most entries a `readdirplus` answered from memory may still have to send (a longer
 /// answer is work of its own).
 const QUICK_ENTRIES: usize = 64;
 
 impl H5Fs {
-    /// Whether `getattr(ino)` is answered from memory.
+    /// Whether `getattr(ino)` is answered from memory: of a known inode of a local mount,
+    /// whose attributes come from the model's caches or a `stat` of a host file (with
+    /// refresh on, only the attributes already shown); never on a remote source, where a
+    /// header evicted from its cache costs a round trip.
     pub fn attr_in_memory(&self, ino: u64) -> bool {
         if self.zarr().is_some() || views::is_sidecar(ino) {
             return false;
         }
-        self.inodes
-            .get(ino)
-            .is_some_and(|node| node.attr.get().is_some())
+        if self.opts.refresh.is_some() {
+            return lock(&self.shown).contains_key(&ino);
+        }
+        !self.remote() && self.inodes.get(ino).is_some()
+    }
+
+    /// Whether the mount reads from a remote source.
+    fn remote(&self) -> bool {
+        self.resolver.origin().is_some()
+            || self.main_file().is_some_and(|f| f.storage().wants_hints())
     }
 
     /// Whether a `readdir` (`plus`: `readdirplus`) of `ino` from `offset` on is answered

@@ -45,7 +45,6 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -54,7 +53,7 @@ use super::dir::Listing;
 use super::{read, views, H5Fs, Mounted, Node, NodeKind};
 use crate::error::ErrorClass;
 use crate::model::{Dataset, File, ObjectId, ObjectKind};
-use crate::sync::{lock, read, wait_timeout_while, write};
+use crate::sync::{lock, wait_timeout_while, write};
 
 /// Granularity of the kernel's page cache invalidation: the largest common page size (64 KiB
 /// pages on some arm64 and ppc64 kernels), so rounding down to it covers any smaller page.
@@ -301,27 +300,24 @@ impl H5Fs {
                 new.root().0
             ));
         }
-        let before = Before {
-            nodes: self
-                .inodes
-                .nodes()
-                .into_iter()
-                .filter_map(|n| n.attr.get().copied().map(|a| (n, a)))
-                .collect(),
-            listings: read(&self.listings).clone(),
+        let before = {
+            let nodes = self.inodes.nodes();
+            let shown = lock(&self.shown);
+            Before {
+                nodes: nodes
+                    .into_iter()
+                    .filter_map(|n| shown.get(&n.ino).copied().map(|a| (n, a)))
+                    .collect(),
+                listings: self.listings.all(),
+            }
         };
         self.check_new(&old, &new, &before)?;
-        // Swap first, then drop what was computed from the old file: a reader that fetches a
-        // node after `reset_attrs` sees the new file (see `InodeTable::reset_attrs` and the
-        // listings generation).
+        // Swap first, then drop what was computed from the old file: a reader that computes
+        // attributes after this sees the new file (see the listings' generation).
         self.resolver.replace(*idx, new.clone(), true);
         *write(held) = new.clone();
-        self.inodes.reset_attrs();
-        {
-            let mut map = write(&self.listings);
-            self.listings_gen.fetch_add(1, Ordering::AcqRel);
-            map.clear();
-        }
+        self.listings.clear();
+        self.forget_attrs();
         self.relink(&before);
         self.wakeup.swapped();
         self.stats().on_refresh();
@@ -337,7 +333,7 @@ impl H5Fs {
                 continue;
             }
             if let Some((_, name)) = node.path.rsplit_once('/') {
-                let _ = self.lookup(node.parent, std::ffi::OsStr::new(name));
+                let _ = self.find(node.parent, name);
             }
         }
     }
@@ -404,26 +400,23 @@ impl H5Fs {
             return out;
         }
         let before: HashMap<u64, Arc<Listing>> = {
-            let mut map = write(&self.listings);
-            self.listings_gen.fetch_add(1, Ordering::AcqRel);
-            let mut before = HashMap::new();
-            for ino in &changed_dirs {
-                if let Some(l) = map.remove(ino) {
-                    before.insert(*ino, l);
+            // The listings of the changed directories, and every listing of a changed file.
+            let mut of_files = Vec::new();
+            for f in changed_files.iter().filter(|f| f.is_file_root()) {
+                for ino in self.listings.inos() {
+                    if self.inodes.get(ino).is_some_and(|n| n.file == f.file) {
+                        of_files.push(ino);
+                    }
                 }
             }
-            for f in changed_files.iter().filter(|f| f.is_file_root()) {
-                let gone: Vec<u64> = map
-                    .keys()
-                    .copied()
-                    .filter(|&i| self.inodes.get(i).is_some_and(|n| n.file == f.file))
-                    .collect();
-                for ino in gone {
-                    map.remove(&ino);
+            let dropped = of_files.iter().copied().chain(changed_dirs.iter().copied());
+            let mut taken = self.listings.take(dropped);
+            for ino in of_files {
+                if taken.remove(&ino).is_some() {
                     out.push(Invalidation::Inode { ino, from: Some(0) });
                 }
             }
-            before
+            taken
         };
         {
             let mut stamps = lock(&self.host_stamps);
@@ -455,14 +448,14 @@ impl H5Fs {
                 }
             }
         }
-        self.inodes.reset_attrs();
+        self.forget_attrs();
         for (dir, was) in before {
             let now = self.listing(dir).ok();
             for e in &was.entries {
                 if now.as_ref().and_then(|l| l.find(&e.name)) != Some(e) {
                     out.push(Invalidation::Entry {
                         parent: dir,
-                        name: e.name.clone(),
+                        name: e.name.to_string(),
                     });
                 }
             }
@@ -470,7 +463,7 @@ impl H5Fs {
                 if was.find(&e.name).is_none() {
                     out.push(Invalidation::Entry {
                         parent: dir,
-                        name: e.name.clone(),
+                        name: e.name.to_string(),
                     });
                 }
             }
@@ -562,8 +555,8 @@ impl H5Fs {
                     );
                 }
                 for kind in views::SLOTS {
-                    if let Some(ino) = views::sidecar_ino(node.ino, kind)
-                        .filter(|&ino| self.views.sidecar(ino).is_some())
+                    if let Some(ino) =
+                        views::sidecar_ino(node.ino, kind).filter(|&ino| self.views.known(ino))
                     {
                         out.push(Invalidation::Inode { ino, from: Some(0) });
                     }
@@ -585,7 +578,7 @@ impl H5Fs {
                     changed = true;
                     out.push(Invalidation::Entry {
                         parent: dir,
-                        name: e.name.clone(),
+                        name: e.name.to_string(),
                     });
                 }
             }
@@ -594,7 +587,7 @@ impl H5Fs {
                     changed = true;
                     out.push(Invalidation::Entry {
                         parent: dir,
-                        name: e.name.clone(),
+                        name: e.name.to_string(),
                     });
                 }
             }
@@ -610,6 +603,13 @@ impl H5Fs {
 }
 
 impl H5Fs {
+    /// Every node was made from the file before a refresh: its attributes are computed
+    /// afresh, and its path taken again where it is found next (see `InodeTable::rebind`).
+    fn forget_attrs(&self) {
+        self.inodes.mark_before_refresh();
+        lock(&self.shown).clear();
+    }
+
     /// True for a symlink whose text the refresh changed (its attributes may not show it: a
     /// text of the same length).
     fn relinked(&self, was: &Node) -> bool {
@@ -738,8 +738,10 @@ mod tests {
             ino(&fs, "/data/plain"),
             ino(&fs, "/fixed"),
         );
-        fs.listing(ROOT_INO).unwrap();
-        fs.listing(data).unwrap();
+        // Listed as the kernel does, which hands out every entry.
+        for dir in [ROOT_INO, data] {
+            fs.readdirplus(dir, 0, |_, _, _, _| false).unwrap();
+        }
         assert_eq!(read_all(&fs, gz_ino), gz(20));
         let npy = views::sidecar_ino(gz_ino, ViewKind::Npy).unwrap();
         let plain_npy = views::sidecar_ino(plain, ViewKind::Npy).unwrap();
@@ -763,7 +765,7 @@ mod tests {
                 ino: npy,
                 from: Some(0),
             },
-            // Handed out by the listing of /data.
+            // Handed out by the readdirplus of /data.
             Invalidation::Inode {
                 ino: plain_npy,
                 from: Some(0),

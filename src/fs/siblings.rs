@@ -245,7 +245,7 @@ fn ahead(file: &File, from: Place, window: u64) -> Vec<Arc<Dataset>> {
     let Ok(links) = file.links(parent) else {
         return out;
     };
-    for l in links.get(at + 1..).unwrap_or_default() {
+    for l in links.iter().skip(at.saturating_add(1)) {
         let LinkTarget::Hard(id) = l.target else {
             continue;
         };
@@ -273,10 +273,9 @@ fn take(
     let Ok(links) = file.links(group) else {
         return true;
     };
-    let rest = links.get(start..).unwrap_or_default();
     // The headers of the links a window may take together, not one round trip per dataset.
-    file.prefetch_headers(&rest[..rest.len().min(MAX_STEP)]);
-    for l in rest {
+    file.prefetch_headers_from(&links, start, MAX_STEP);
+    for l in links.iter().skip(start) {
         if *bytes >= window || out.len() >= MAX_STEP {
             return false;
         }
@@ -420,9 +419,10 @@ mod tests {
     /// The place of `name` in the root.
     fn top(f: &File, name: &str) -> Place {
         let links = f.links(f.root()).unwrap();
+        let index = links.iter().position(|l| l.name == name).unwrap();
         Place {
             group: f.root(),
-            index: links.iter().position(|l| l.name == name).unwrap(),
+            index,
             count: links.len(),
             parent: None,
         }

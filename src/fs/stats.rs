@@ -18,6 +18,9 @@
 //! `listxattr` (so `getfattr -d` shows only the root group's HDF5 attributes); a root-group
 //! attribute literally named `h5mount.stats` is listed but its value is hidden by ours.
 //!
+//! `inodes` is the number of inodes the kernel holds now: the daemon keeps a small record for
+//! each (see `super::inode`), so a walk shows here as it grows and as the kernel forgets.
+//!
 //! The chunk cache is shared by the mounted file and every other file the mount opens
 //! (`model::resolver`), and by every re-read of the file ([`super::refresh`]), so its counters
 //! cover them all and run on across refreshes. The `files_*` counters are the resolver's:
@@ -36,7 +39,7 @@ use super::prefetch::PrefetchStats;
 pub const STATS_XATTR: &str = "user.h5mount.stats";
 
 /// The keys of the text, in order.
-pub const KEYS: [&str; 33 + OPS.len()] = [
+pub const KEYS: [&str; 34 + OPS.len()] = [
     "read_requests",
     "read_bytes",
     "read_max_request",
@@ -57,6 +60,7 @@ pub const KEYS: [&str; 33 + OPS.len()] = [
     "files_open",
     "files_opened",
     "files_evicted",
+    "inodes",
     "remote_heads",
     "remote_gets",
     "remote_bytes",
@@ -187,6 +191,7 @@ impl Stats {
         prefetch: PrefetchStats,
         files: ResolverStats,
         remote: RequestCounts,
+        inodes: u64,
     ) -> Snapshot {
         Snapshot {
             read_requests: self.read_requests.load(Ordering::Relaxed),
@@ -198,6 +203,7 @@ impl Stats {
             readahead_kb: self.readahead_kb.load(Ordering::Relaxed),
             refreshes: self.refreshes.load(Ordering::Relaxed),
             files,
+            inodes,
             remote,
             warm_up: self.warm_up.load(Ordering::Relaxed),
             ops: std::array::from_fn(|i| self.ops[i].load(Ordering::Relaxed)),
@@ -223,6 +229,9 @@ pub struct Snapshot {
     pub refreshes: u64,
     /// The resolver's counters.
     pub files: ResolverStats,
+    /// Inodes the kernel holds now (sidecars included): what the daemon keeps for them
+    /// follows this (see `super::inode`).
+    pub inodes: u64,
     /// Requests of the mount's remote objects (zeros for a local source).
     pub remote: RequestCounts,
     /// The background listing of a remote file's root after the mount: 0 none (a local
@@ -256,6 +265,7 @@ impl Snapshot {
             self.files.open,
             self.files.opens,
             self.files.evictions,
+            self.inodes,
             self.remote.heads,
             self.remote.gets,
             self.remote.bytes,
@@ -331,7 +341,7 @@ mod tests {
             p50_us: 11,
             p99_us: 12,
         };
-        let text = s.snapshot(cache, 1 << 30, pf, files, remote).render();
+        let text = s.snapshot(cache, 1 << 30, pf, files, remote, 42).render();
         let full = Stats::default();
         full.on_read(u32::MAX, usize::MAX);
         full.on_read(u32::MAX, usize::MAX);
@@ -375,7 +385,9 @@ mod tests {
             p50_us: u64::MAX,
             p99_us: u64::MAX,
         };
-        let long = full.snapshot(max, u64::MAX, pmax, fmax, rmax).render();
+        let long = full
+            .snapshot(max, u64::MAX, pmax, fmax, rmax, u64::MAX)
+            .render();
         assert!(long.len() <= max_text_len() && long.len() > KEYS.len() * 20);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -401,6 +413,7 @@ mod tests {
                 "files_open 2",
                 "files_opened 5",
                 "files_evicted 3",
+                "inodes 42",
                 "remote_heads 1",
                 "remote_gets 2",
                 "remote_bytes 3",

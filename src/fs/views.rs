@@ -1,7 +1,8 @@
 //! The views of [`crate::views`] at the mount: per-dataset view sets, and sidecar inodes.
 //!
 //! Every dataset gets its [`ViewSet`] built once, on first `getattr`/`open`/`read` or listing,
-//! and kept for the mount, keyed by the dataset's inode (building reads no data). When the set
+//! and kept while the kernel holds the dataset's inode, keyed by it (building reads no data;
+//! a set without any view is not kept at all). When the set
 //! has a primary view (byte-order conversion, or the text of a variable-length dataset), the
 //! dataset file serves it instead of the raw image, and its size is the view's length.
 //!
@@ -13,23 +14,25 @@
 //! inode is below 2^62 / 3 (objects of a file of over 1 EiB, and the first 2^58 objects of
 //! other files, numbered from `inode::EXTERNAL_BASE` = 2^60); a dataset with a larger inode
 //! (only a corrupt file, or a mount that met more than 2^58 objects in other files, has one)
-//! gets no sidecars. A sidecar is remembered from the listing or lookup that showed it, so
-//! later requests on its inode find the dataset.
+//! gets no sidecars. A sidecar handed out to the kernel (a lookup, a `readdirplus` entry) is
+//! counted like an inode and keeps its dataset's inode known (`inode::InodeTable::pin`) until
+//! the kernel forgets it, so later requests on its number find the dataset.
 //!
 //! A sidecar never shadows a real link: the listing drops a sidecar whose name is taken, and
 //! a lookup finds the real link first; either way one log line says so.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::attr::{Attr, FileKind};
 use super::dir::{self, DirEntry};
 use super::error::{FsError, FsResult};
 use super::inode::{self, Node, NodeKind};
+use super::name::Name;
 use super::{read, H5Fs};
 use crate::io::ReadCtx;
 use crate::model::{Dataset, ObjectId, ObjectKind};
-use crate::sync::{read, write};
+use crate::sync::{lock, read, write};
 use crate::views::{ByteOrderMode, View, ViewKind, ViewOptions, ViewSet};
 
 /// First sidecar inode number (see the module docs for why the range is free).
@@ -67,7 +70,7 @@ pub fn sidecar_parts(ino: u64) -> Option<(u64, ViewKind)> {
     Some((rel / STRIDE, kind))
 }
 
-/// A sidecar handed out to the kernel.
+/// A sidecar, as its number tells it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sidecar {
     /// The dataset's inode.
@@ -87,7 +90,8 @@ pub struct Views {
     /// By dataset inode: the set and the dataset it describes (a `Weak`, so the allocation
     /// and with it the address stays reserved: no other dataset can compare equal).
     sets: RwLock<HashMap<u64, SetOf>>,
-    sidecars: RwLock<HashMap<u64, Sidecar>>,
+    /// The sidecars the kernel holds, with their counts (see the module docs).
+    shown: Mutex<HashMap<u64, u32>>,
 }
 
 impl Views {
@@ -96,7 +100,7 @@ impl Views {
         Views {
             opts,
             sets: RwLock::new(HashMap::new()),
-            sidecars: RwLock::new(HashMap::new()),
+            shown: Mutex::new(HashMap::new()),
         }
     }
 
@@ -134,16 +138,49 @@ impl Views {
         }
     }
 
-    /// Remember a sidecar handed out (idempotent).
-    pub fn remember(&self, ino: u64, sidecar: Sidecar) {
-        let mut map = write(&self.sidecars);
-        map.entry(ino).or_insert(sidecar);
+    /// Sidecar `ino` handed out once more; true the first time (its dataset must then be
+    /// kept known).
+    pub fn hand_out(&self, ino: u64) -> bool {
+        let mut map = lock(&self.shown);
+        let c = map.entry(ino).or_insert(0);
+        *c = c.saturating_add(1);
+        *c == 1
     }
 
-    /// The sidecar of `ino`, if it was handed out.
-    pub fn sidecar(&self, ino: u64) -> Option<Sidecar> {
-        let map = read(&self.sidecars);
-        map.get(&ino).cloned()
+    /// The kernel forgot `n` counts of sidecar `ino`; true when none is left (its dataset
+    /// need not be kept for it any more). A count that reached `u32::MAX` stays.
+    pub fn forget(&self, ino: u64, n: u64) -> bool {
+        let mut map = lock(&self.shown);
+        let Some(c) = map.get_mut(&ino) else {
+            return false;
+        };
+        if *c == u32::MAX {
+            return false;
+        }
+        *c = c.saturating_sub(u32::try_from(n).unwrap_or(u32::MAX));
+        if *c == 0 {
+            map.remove(&ino);
+            return true;
+        }
+        false
+    }
+
+    /// Whether the kernel holds sidecar `ino`.
+    pub fn known(&self, ino: u64) -> bool {
+        lock(&self.shown).contains_key(&ino)
+    }
+
+    /// Sidecars the kernel holds.
+    pub fn known_count(&self) -> usize {
+        lock(&self.shown).len()
+    }
+
+    /// Drop the view set of dataset inode `ino` (the kernel forgot it).
+    pub fn drop_set(&self, ino: u64) {
+        let mut sets = write(&self.sets);
+        if sets.remove(&ino).is_some() && sets.len() < sets.capacity() / 8 {
+            sets.shrink_to_fit();
+        }
     }
 }
 
@@ -235,13 +272,22 @@ impl H5Fs {
         }
     }
 
-    /// The dataset node, dataset and view set behind sidecar inode `ino`.
+    /// The sidecar `ino` stands for and its dataset's node, a known one (the kernel holds
+    /// the sidecar, which keeps it).
+    fn sidecar_node(&self, ino: u64) -> FsResult<(Sidecar, Arc<Node>)> {
+        let (ds_ino, kind) = sidecar_parts(ino).ok_or(FsError::Errno(libc::ENOENT))?;
+        let node = self.node(ds_ino)?;
+        let sc = Sidecar {
+            dataset: ds_ino,
+            kind,
+            path: format!("{}{}", node.path, kind.name_suffix()),
+        };
+        Ok((sc, node))
+    }
+
+    /// The sidecar, dataset and view set behind sidecar inode `ino`.
     fn sidecar_target(&self, ino: u64) -> FsResult<(Sidecar, Arc<Dataset>, Arc<ViewSet>)> {
-        let sc = self
-            .views
-            .sidecar(ino)
-            .ok_or(FsError::Errno(libc::ENOENT))?;
-        let node = self.node(sc.dataset)?;
+        let (sc, node) = self.sidecar_node(ino)?;
         let id = self.object(&node)?;
         let ds = self.dataset_of(&node, id)?;
         let set = self.view_set(&node, &ds);
@@ -250,10 +296,20 @@ impl H5Fs {
 
     /// `getattr` of a sidecar.
     pub(super) fn sidecar_getattr(&self, ino: u64) -> FsResult<Attr> {
-        let (sc, _, set) = self.sidecar_target(ino)?;
-        let size = view_len(&sc.path, find_sidecar(&set, sc.kind))?;
+        let (_, node) = self.sidecar_node(ino)?;
+        self.sidecar_attr(&node, ino)
+    }
+
+    /// Attributes of sidecar `ino` of the dataset `node` (known or about to be).
+    pub(super) fn sidecar_attr(&self, node: &Node, ino: u64) -> FsResult<Attr> {
+        let (_, kind) = sidecar_parts(ino).ok_or(FsError::Errno(libc::ENOENT))?;
+        let path = format!("{}{}", node.path, kind.name_suffix());
+        let id = self.object(node)?;
+        let ds = self.dataset_of(node, id)?;
+        let set = self.view_set(node, &ds);
+        let size = view_len(&path, find_sidecar(&set, kind))?;
         // Owner and time of the dataset.
-        let a = self.getattr(sc.dataset)?;
+        let a = self.attr_of(node)?;
         Ok(Attr::new(
             ino,
             FileKind::RegularFile,
@@ -286,8 +342,7 @@ impl H5Fs {
         read_view(ctx, &sc.path, find_sidecar(&set, sc.kind), offset, size)
     }
 
-    /// The sidecar of kind `kind` of the dataset `child`, if it has one; the
-    /// sidecar is remembered so its inode can be served.
+    /// The number of the sidecar of kind `kind` of the dataset `child`, if it has one.
     fn sidecar_of(&self, child: &Node, kind: ViewKind) -> Option<u64> {
         let id = child.object()?;
         let file = self.file_of(child).ok()?;
@@ -297,43 +352,33 @@ impl H5Fs {
         let ds = file.dataset(id).ok()?;
         let set = self.view_set(child, &ds);
         find_sidecar(&set, kind)?;
-        let ino = sidecar_ino(child.ino, kind)?;
-        let name = format!("{}{}", child.path, kind.name_suffix());
-        self.views.remember(
-            ino,
-            Sidecar {
-                dataset: child.ino,
-                kind,
-                path: name,
-            },
-        );
-        Some(ino)
+        sidecar_ino(child.ino, kind)
     }
 
-    /// Add the sidecars of the datasets among `entries` (the listing of `dir`); a sidecar
-    /// whose name is a real link is left out, with a log line.
-    pub(super) fn add_sidecars(&self, dir: &Node, entries: &mut Vec<DirEntry>) {
+    /// Add the sidecars of the datasets `files` (entries of the listing of `dir`, each with
+    /// its node) to `entries`; a sidecar whose name is a real link is left out, with a log
+    /// line.
+    pub(super) fn add_sidecars(
+        &self,
+        dir: &Node,
+        entries: &mut Vec<DirEntry>,
+        files: &[(Name, Arc<Node>)],
+    ) {
         if !self.views.any_sidecars() {
             return;
         }
-        let taken: HashSet<String> = entries.iter().map(|e| e.name.clone()).collect();
+        let taken: HashSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         let mut extra = Vec::new();
-        for e in entries.iter() {
-            if e.kind != FileKind::RegularFile {
-                continue;
-            }
-            let Some(child) = self.inodes.get(e.ino) else {
-                continue;
-            };
+        for (base, child) in files {
             if !matches!(child.kind, NodeKind::Object(_)) {
                 continue;
             }
             for kind in SLOTS {
-                let name = format!("{}{}", e.name, kind.name_suffix());
-                let Some(ino) = self.sidecar_of(&child, kind) else {
+                let name = format!("{}{}", base, kind.name_suffix());
+                let Some(ino) = self.sidecar_of(child, kind) else {
                     continue;
                 };
-                if taken.contains(&name) {
+                if taken.contains(name.as_str()) {
                     let path = inode::join_path(&dir.path, &name);
                     self.log_once(&path, || {
                         format!("sidecar {path:?} not shown: a real link has that name")
@@ -346,7 +391,7 @@ impl H5Fs {
                 extra.push(DirEntry {
                     ino,
                     kind: FileKind::RegularFile,
-                    name,
+                    name: name.into(),
                 });
             }
         }
@@ -354,13 +399,13 @@ impl H5Fs {
     }
 
     /// Lookup of `name` in `dir` when no real link has that name: the sidecar it names, if
-    /// any (`ENOENT` otherwise).
+    /// any (`ENOENT` otherwise), with its dataset's node.
     pub(super) fn lookup_sidecar(
         &self,
         dir: &Node,
         dir_id: ObjectId,
         name: &str,
-    ) -> FsResult<Attr> {
+    ) -> FsResult<(super::Found, Attr)> {
         let enoent = || FsError::Errno(libc::ENOENT);
         if !self.views.any_sidecars() || dir::bad_name(name).is_some() {
             return Err(enoent());
@@ -371,9 +416,18 @@ impl H5Fs {
             .lookup(dir_id, base)
             .map_err(|e| FsError::model(&dir.path, e))?
             .ok_or_else(enoent)?;
-        let child = self.child(dir, &link).ok_or_else(enoent)?;
+        let child = self
+            .child(dir, &link.name, &link.target)
+            .ok_or_else(enoent)?;
         let ino = self.sidecar_of(&child, kind).ok_or_else(enoent)?;
-        self.getattr(ino)
+        let attr = self.sidecar_attr(&child, ino)?;
+        Ok((
+            super::Found::Sidecar {
+                ino,
+                dataset: child,
+            },
+            attr,
+        ))
     }
 }
 

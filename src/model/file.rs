@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use lru::LruCache;
 
+use super::links::{Links, LinksCache};
 use super::resolver::{self, FileIdx, Resolver};
 use super::{AttrResult, Attribute, Dataset, Link, LinkTarget, ObjectId, ObjectKind};
 use crate::cache::ChunkCache;
@@ -60,8 +61,6 @@ enum Back {
 
 /// Object headers kept parsed (each is small: its messages' bytes).
 const HEADER_CACHE_ENTRIES: usize = 4096;
-/// Group link lists kept parsed.
-const LINKS_CACHE_ENTRIES: usize = 1024;
 /// Datasets kept open.
 const DATASET_CACHE_ENTRIES: usize = 4096;
 /// Soft links followed while resolving one path (as the kernel's ELOOP limit).
@@ -91,7 +90,7 @@ pub struct File {
     /// cache never meet.
     cache_file: u64,
     headers: Mutex<LruCache<u64, Arc<ObjectHeader>>>,
-    links: Mutex<LruCache<u64, Arc<Vec<Link>>>>,
+    links: Mutex<LinksCache>,
     datasets: Mutex<LruCache<u64, Arc<Dataset>>>,
     /// Shared-message heaps by message type, found through the superblock extension.
     sohm: Mutex<Option<Arc<HashMap<u16, u64>>>>,
@@ -275,7 +274,7 @@ impl File {
             cache_file,
             chunk_cache: cache,
             headers: Mutex::new(LruCache::sparse(cap(HEADER_CACHE_ENTRIES))),
-            links: Mutex::new(LruCache::sparse(cap(LINKS_CACHE_ENTRIES))),
+            links: Mutex::new(LinksCache::new()),
             datasets: Mutex::new(LruCache::sparse(cap(DATASET_CACHE_ENTRIES))),
             sohm: Mutex::new(None),
         };
@@ -450,21 +449,25 @@ impl File {
     }
 
     /// Links of a group, sorted by name (byte order, h5py's default for untracked groups).
-    pub fn links(&self, group: ObjectId) -> Result<Arc<Vec<Link>>> {
-        if let Some(l) = lock(&self.links).get(&group.0) {
-            return Ok(l.clone());
+    pub fn links(&self, group: ObjectId) -> Result<Arc<Links>> {
+        if let Some(l) = lock(&self.links).get(group.0) {
+            return Ok(l);
         }
         let h = self.header(group)?;
-        let mut links = super::group::read_links(self, &h)?;
-        links.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-        let links = Arc::new(links);
+        let links = Arc::new(super::group::read_links(self, &h)?);
         lock(&self.links).put(group.0, links.clone());
         Ok(links)
     }
 
+    /// Drop the cached links of `group`: a caller that keeps its own copy of a large group's
+    /// (the filesystem's listing) frees the memory.
+    pub fn uncache_links(&self, group: ObjectId) {
+        lock(&self.links).remove(group.0);
+    }
+
     /// The links of `group` if they are cached: nothing is read.
-    pub fn cached_links(&self, group: ObjectId) -> Option<Arc<Vec<Link>>> {
-        lock(&self.links).get(&group.0).cloned()
+    pub fn cached_links(&self, group: ObjectId) -> Option<Arc<Links>> {
+        lock(&self.links).get(group.0)
     }
 
     /// Whether the dataset `id` has a virtual layout, without opening it (opening one may
@@ -480,16 +483,38 @@ impl File {
     /// Hint that the objects `links` lead to are about to be read (a listing goes on to
     /// `stat` every entry): on a remote source, their headers are fetched together, in one
     /// round trip, rather than one request per child as each is parsed.
-    pub fn prefetch_headers(&self, links: &[Link]) {
+    /// Only the first `limit` links are looked at.
+    pub fn prefetch_headers(&self, links: &Links, limit: usize) {
+        self.prefetch_headers_from(links, 0, limit);
+    }
+
+    /// [`File::prefetch_headers`] of `limit` links from link `start` on.
+    pub fn prefetch_headers_from(&self, links: &Links, start: usize, limit: usize) {
         if !self.storage.wants_hints() {
             return;
         }
-        let heads: Vec<(u64, u64)> = links
+        let ids: Vec<ObjectId> = links
             .iter()
+            .skip(start)
+            .take(limit)
             .filter_map(|l| match l.target {
-                LinkTarget::Hard(id) if !self.headers_cached(id) => Some((id.0, HEADER_HINT)),
+                LinkTarget::Hard(id) => Some(id),
                 _ => None,
             })
+            .collect();
+        self.prefetch_objects(&ids);
+    }
+
+    /// Hint that the objects `ids` are about to be read: on a remote source, their headers
+    /// not cached yet are fetched together.
+    pub fn prefetch_objects(&self, ids: &[ObjectId]) {
+        if !self.storage.wants_hints() {
+            return;
+        }
+        let heads: Vec<(u64, u64)> = ids
+            .iter()
+            .filter(|id| !self.headers_cached(**id))
+            .map(|id| (id.0, HEADER_HINT))
             .collect();
         self.storage.prefetch(&heads);
     }
@@ -522,7 +547,7 @@ impl File {
     /// they lead to. Empty for a group whose links are cached, and when the header cannot
     /// be read.
     pub fn index_heads(&self, id: ObjectId) -> Vec<super::Piece> {
-        if lock(&self.links).contains(&id.0) {
+        if lock(&self.links).contains(id.0) {
             return Vec::new();
         }
         match self.header(id) {
@@ -535,7 +560,7 @@ impl File {
     /// table nodes and heap data, a chunk index's first level below its header; see
     /// `pieces`), read from them, for a hint that names those of many objects together.
     pub fn index_pieces(&self, id: ObjectId) -> Vec<super::Piece> {
-        if lock(&self.links).contains(&id.0) {
+        if lock(&self.links).contains(id.0) {
             return Vec::new();
         }
         match self.header(id) {
@@ -551,9 +576,8 @@ impl File {
         let Ok(links) = self.links(group) else {
             return;
         };
-        let links = &links[..links.len().min(limit)];
-        self.prefetch_headers(links);
-        for l in links {
+        self.prefetch_headers(&links, limit);
+        for l in links.iter().take(limit) {
             if let LinkTarget::Hard(id) = l.target {
                 let _ = self.kind(id);
             }
@@ -573,7 +597,7 @@ impl File {
         }
         let ids: Vec<ObjectId> = ids
             .into_iter()
-            .filter(|id| !lock(&self.links).contains(&id.0))
+            .filter(|id| !lock(&self.links).contains(id.0))
             .take(CRAWL_GROUPS)
             .collect();
         if ids.is_empty() {
@@ -600,7 +624,7 @@ impl File {
                         let me = &me;
                         s.spawn(move || {
                             if let Ok(links) = me.links(id) {
-                                me.prefetch_headers(&links);
+                                me.prefetch_headers(&links, usize::MAX);
                             }
                         });
                     }
@@ -612,10 +636,10 @@ impl File {
     /// `track_order=True` groups); `None` when some link has no creation order.
     pub fn links_by_creation_order(&self, group: ObjectId) -> Result<Option<Vec<Link>>> {
         let links = self.links(group)?;
-        if links.iter().any(|l| l.creation_order.is_none()) {
+        if !links.tracks_order() {
             return Ok(None);
         }
-        let mut v: Vec<Link> = links.iter().cloned().collect();
+        let mut v = links.to_vec();
         v.sort_by_key(|l| l.creation_order);
         Ok(Some(v))
     }
@@ -627,7 +651,7 @@ impl File {
             return Err(e);
         }
         let links = self.links(group)?;
-        Ok(Link::position(&links, name).map(|i| links[i].clone()))
+        Ok(links.find(name).map(|l| l.to_link()))
     }
 
     /// Resolve an absolute path (following hard and soft links) to an object.

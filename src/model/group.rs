@@ -15,6 +15,7 @@
 //! name alone ([`File::lookup`]).
 
 use super::file::File;
+use super::links::{Links, LinksBuilder};
 use super::ObjectId;
 use crate::error::{Error, Result};
 use crate::format::btree_v1;
@@ -68,29 +69,23 @@ pub struct Link {
     pub target: LinkTarget,
 }
 
-impl Link {
-    /// The index of the link `name` among `links`, a group's links as [`super::File::links`]
-    /// gives them (sorted by name, byte by byte).
-    pub fn position(links: &[Link], name: &str) -> Option<usize> {
-        links
-            .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
-            .ok()
+impl From<LinkMsg> for Link {
+    fn from(m: LinkMsg) -> Link {
+        Link {
+            target: target_of(m.target),
+            name: m.name,
+            creation_order: m.creation_order,
+        }
     }
 }
 
-impl From<LinkMsg> for Link {
-    fn from(m: LinkMsg) -> Link {
-        let target = match m.target {
-            LinkMsgTarget::Hard(a) => LinkTarget::Hard(ObjectId(a)),
-            LinkMsgTarget::Soft(s) => LinkTarget::Soft(s),
-            LinkMsgTarget::External { file, path } => LinkTarget::External { file, path },
-            LinkMsgTarget::UserDefined { link_type, .. } => LinkTarget::UserDefined(link_type),
-        };
-        Link {
-            name: m.name,
-            creation_order: m.creation_order,
-            target,
-        }
+/// The target of a link message.
+fn target_of(t: LinkMsgTarget) -> LinkTarget {
+    match t {
+        LinkMsgTarget::Hard(a) => LinkTarget::Hard(ObjectId(a)),
+        LinkMsgTarget::Soft(s) => LinkTarget::Soft(s),
+        LinkMsgTarget::External { file, path } => LinkTarget::External { file, path },
+        LinkMsgTarget::UserDefined { link_type, .. } => LinkTarget::UserDefined(link_type),
     }
 }
 
@@ -157,10 +152,10 @@ impl LeftOut {
     }
 }
 
-/// All links of the group whose header is `h`, in storage order, less those whose names
-/// break [`MAX_NAME`] (logged).
-pub(super) fn read_links(file: &File, h: &ObjectHeader) -> Result<Vec<Link>> {
-    let mut out = Vec::new();
+/// All links of the group whose header is `h`, sorted by name, less those whose names break
+/// [`MAX_NAME`] (logged).
+pub(super) fn read_links(file: &File, h: &ObjectHeader) -> Result<Links> {
+    let mut out = LinksBuilder::new(h.addr);
     let mut left_out = LeftOut::new(h.addr);
     for raw in &h.messages {
         match raw.mtype {
@@ -172,7 +167,7 @@ pub(super) fn read_links(file: &File, h: &ObjectHeader) -> Result<Vec<Link>> {
             types::LINK => {
                 if let Message::Link(l) = file.decode(raw)? {
                     let at = || format!("link message in the object header at {:#x}", h.addr);
-                    keep(l, at, &mut out, &mut left_out);
+                    keep(l, at, &mut out, &mut left_out)?;
                 }
             }
             types::LINK_INFO => {
@@ -187,11 +182,16 @@ pub(super) fn read_links(file: &File, h: &ObjectHeader) -> Result<Vec<Link>> {
         }
     }
     left_out.log();
-    Ok(out)
+    Ok(out.finish())
 }
 
 /// Add the link of message `l` (found where `at` says) to `out`, unless its name is too long.
-fn keep(l: LinkMsg, at: impl FnOnce() -> String, out: &mut Vec<Link>, left_out: &mut LeftOut) {
+fn keep(
+    l: LinkMsg,
+    at: impl FnOnce() -> String,
+    out: &mut LinksBuilder,
+    left_out: &mut LeftOut,
+) -> Result<()> {
     if l.name.len() > MAX_NAME {
         left_out.add(|| {
             format!(
@@ -201,16 +201,16 @@ fn keep(l: LinkMsg, at: impl FnOnce() -> String, out: &mut Vec<Link>, left_out: 
                 preview(&l.name)
             )
         });
-        return;
+        return Ok(());
     }
-    out.push(l.into());
+    out.push(&l.name, l.creation_order, target_of(l.target))
 }
 
 fn read_symbol_table(
     file: &File,
     btree: u64,
     heap: u64,
-    out: &mut Vec<Link>,
+    out: &mut LinksBuilder,
     left_out: &mut LeftOut,
 ) -> Result<()> {
     let storage = file.storage();
@@ -261,11 +261,7 @@ fn read_symbol_table(
             },
             _ => LinkTarget::Hard(ObjectId(e.header_addr)),
         };
-        out.push(Link {
-            name,
-            creation_order: None,
-            target,
-        });
+        out.push(&name, None, target)?;
     }
     Ok(())
 }
@@ -274,7 +270,7 @@ fn read_dense(
     file: &File,
     heap_addr: u64,
     btree_addr: u64,
-    out: &mut Vec<Link>,
+    out: &mut LinksBuilder,
     left_out: &mut LeftOut,
 ) -> Result<()> {
     let storage = file.storage();
@@ -295,7 +291,7 @@ fn read_dense(
             .ok_or_else(|| Error::corrupt("link name record", btree_addr, "record too short"))?;
         let at = || format!("link record in the fractal heap at {heap_addr:#x}");
         match heap.get_at_most(storage, sizes, id, MAX_LINK_RECORD)? {
-            Ok(body) => keep(LinkMsg::parse(&body, heap_addr, sizes)?, at, out, left_out),
+            Ok(body) => keep(LinkMsg::parse(&body, heap_addr, sizes)?, at, out, left_out)?,
             Err(len) => left_out.add(|| {
                 format!(
                     "{}: {len} bytes, more than a link whose name has at most {MAX_NAME} bytes \
@@ -351,7 +347,7 @@ mod tests {
             panic!("no group g")
         };
         let links = f.links(g).unwrap();
-        let mut names: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+        let mut names: Vec<&str> = links.iter().map(|l| l.name).collect();
         names.sort();
         let mut want: Vec<String> = (0..20).map(|i| format!("n{i:03}")).collect();
         want.push("soft".into());

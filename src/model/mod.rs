@@ -5,6 +5,7 @@ pub mod attribute;
 pub mod dataset;
 pub mod file;
 pub mod group;
+pub mod links;
 mod pieces;
 pub mod resolver;
 mod sohm;
@@ -15,6 +16,7 @@ pub use attribute::{AttrResult, Attribute, RefusedAttribute};
 pub use dataset::{ChunkIndexKind, Dataset, DatasetInfo, LayoutKind};
 pub use file::{File, OpenOptions};
 pub use group::{Link, LinkTarget};
+pub use links::{LinkRef, Links};
 pub use pieces::Piece;
 pub use resolver::{FileIdx, Resolver, ResolverOptions};
 

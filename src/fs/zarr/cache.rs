@@ -258,7 +258,7 @@ mod tests {
             let e = |i: usize| crate::fs::dir::DirEntry {
                 ino: i as u64,
                 kind: crate::fs::FileKind::RegularFile,
-                name: i.to_string(),
+                name: i.to_string().into(),
             };
             Arc::new(Listing::new((0..n).map(e).collect()))
         };

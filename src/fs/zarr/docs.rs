@@ -32,7 +32,7 @@ use crate::fs::attr::FileKind;
 use crate::fs::error::{FsError, FsResult};
 use crate::fs::inode::{Node, NodeKind, ROOT_INO};
 use crate::fs::H5Fs;
-use crate::sync::{self, lock};
+use crate::sync::lock;
 use crate::views::zarr::{document_bytes, group_metadata, Documents, ZarrOptions, ZarrVersion};
 
 /// Nodes (groups and arrays) the consolidated metadata describes at most.
@@ -126,7 +126,7 @@ impl H5Fs {
             z.too_big.store(true, Ordering::Relaxed);
             // The root's listing, made during the walk, named `.zmetadata`: made again
             // without it.
-            sync::write(&self.listings).remove(&ROOT_INO);
+            self.listings.remove(ROOT_INO);
             log::warn!(
                 "the Zarr store has more than {} groups and arrays: no consolidated metadata \
                  (readers list the tree instead)",
@@ -174,7 +174,7 @@ impl H5Fs {
                 return false;
             }
             let path = match rel {
-                "" => e.name.clone(),
+                "" => e.name.to_string(),
                 _ => format!("{rel}/{}", e.name),
             };
             let docs = match self.zarr_documents(z, e.ino) {

@@ -444,7 +444,6 @@ impl H5Fs {
             file: dir.file,
             anchor: dir.anchor.clone(),
             kind: NodeKind::Object(dir.id),
-            attr: Default::default(),
             before_refresh: false,
         };
         let mut all = self.xattrs(&node)?;

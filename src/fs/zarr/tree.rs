@@ -5,7 +5,6 @@
 //! of array and key directories, which may hold many keys, in a bounded cache of their own
 //! (`super::cache`).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::keys::KeyNode;
@@ -83,10 +82,10 @@ impl H5Fs {
         if let Some(l) = self.cached_listing(ino) {
             return Ok(l);
         }
-        let gen = self.listings_gen.load(Ordering::Acquire);
+        let gen = self.listings.gen();
         let node = self.node(ino)?;
         let listing = Arc::new(self.group_listing(z, &node)?);
-        Ok(self.keep_listing(ino, gen, listing))
+        Ok(self.listings.keep(ino, gen, listing))
     }
 
     /// Entries for the documents `names` of directory `dir`.
@@ -106,7 +105,7 @@ impl H5Fs {
                 Ok(DirEntry {
                     ino: doc.ino,
                     kind: FileKind::RegularFile,
-                    name: name.to_string(),
+                    name: name.into(),
                 })
             })
             .collect()
@@ -141,9 +140,9 @@ impl H5Fs {
         let id = self.group(node)?;
         let file = self.file_of(node)?;
         let links = file.links(id).map_err(|e| FsError::model(&node.path, e))?;
-        file.prefetch_headers(&links);
+        file.prefetch_headers(&links, usize::MAX);
         for link in links.iter() {
-            if let Some(e) = self.zarr_child(z, node, &file, link) {
+            if let Some(e) = self.zarr_child(z, node, &file, &link.to_link()) {
                 entries.push(e);
             }
         }
@@ -250,7 +249,7 @@ impl H5Fs {
                 Some(DirEntry {
                     ino: node.ino,
                     kind: FileKind::Directory,
-                    name: name.clone(),
+                    name: name.as_str().into(),
                 })
             }
             Ok(ObjectKind::Dataset) => {
@@ -267,7 +266,7 @@ impl H5Fs {
                 Some(DirEntry {
                     ino: a.ino,
                     kind: FileKind::Directory,
-                    name: name.clone(),
+                    name: name.as_str().into(),
                 })
             }
             Ok(kind) => {
@@ -326,7 +325,7 @@ impl H5Fs {
             entries.push(DirEntry {
                 ino: block.base + local,
                 kind,
-                name,
+                name: name.into(),
             });
         }
         if cut {
@@ -364,7 +363,7 @@ impl H5Fs {
             entries.push(DirEntry {
                 ino: block.base + l,
                 kind,
-                name: last.to_string(),
+                name: last.to_string().into(),
             });
         }
         if cut {

@@ -181,7 +181,7 @@ fn link_name(file: &File, target: ObjectId) -> Option<String> {
             }
             if let LinkTarget::Hard(id) = l.target {
                 if id == target {
-                    return Some(l.name.clone());
+                    return Some(l.name.to_string());
                 }
                 if !seen.contains(&id) && matches!(file.kind(id), Ok(ObjectKind::Group)) {
                     queue.push_back(id);

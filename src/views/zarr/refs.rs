@@ -114,7 +114,7 @@ pub fn manifest(file: &Arc<File>, root: ObjectId, opts: &RefsOptions) -> Result<
                 let links = file.links(id)?;
                 for link in links.iter().rev() {
                     if let LinkTarget::Hard(child) = link.target {
-                        let sub = key(&path, &link.name);
+                        let sub = key(&path, link.name);
                         stack.push((sub, child, names.get(&child).cloned()));
                     }
                 }

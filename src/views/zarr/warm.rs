@@ -87,7 +87,14 @@ pub fn warm_tree(file: &File, root: ObjectId) {
             .filter(|l| matches!(l.target, LinkTarget::Hard(id) if seen.insert(id)))
             .collect();
         // The next level's headers, named together.
-        file.prefetch_headers(&links);
+        let ids: Vec<ObjectId> = links
+            .iter()
+            .filter_map(|l| match l.target {
+                LinkTarget::Hard(id) => Some(id),
+                _ => None,
+            })
+            .collect();
+        file.prefetch_objects(&ids);
         level = links
             .iter()
             .filter_map(|l| match l.target {
