@@ -51,17 +51,24 @@ fn run_check(script: &str, least: u64) {
         .current_dir(root())
         .output()
         .expect("python3 runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{script} failed:\n{text}");
+    let (passed, text) = passed_of(&out);
     // It checked something.
-    let passed: u64 = text
+    assert!(passed > least, "{text}");
+}
+
+/// The check's output must say it succeeded; the N of its last line "N passed, ..." and
+/// its text.
+fn passed_of(out: &std::process::Output) -> (u64, String) {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the check failed:\n{text}");
+    let passed = text
         .lines()
         .last()
         .and_then(|l| l.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    assert!(passed > least, "{text}");
+    (passed, text)
 }
 
 #[test]
@@ -381,15 +388,7 @@ fn check_remote(protocol: &str, endpoint: Option<&str>, m: &RemoteManifests, hom
     }
     py.args(&m.xarray).current_dir(root());
     let out = aws_free(&mut py, home).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
-    let passed: u64 = text
-        .lines()
-        .last()
-        .and_then(|l| l.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let (passed, text) = passed_of(&out);
     assert!(
         passed > 1000 && text.contains(" passed, 0 failed"),
         "{text}"
