@@ -350,30 +350,6 @@ fn corpus_matches_h5py() {
     );
 }
 
-/// A byte source over a fixture held in memory that counts the reads asked of it.
-#[derive(Debug)]
-struct Counting {
-    bytes: h5mount::io::Memory,
-    reads: std::sync::atomic::AtomicUsize,
-}
-
-impl h5mount::io::ByteSource for Counting {
-    fn len(&self) -> u64 {
-        self.bytes.len()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.reads
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.bytes.read_at(offset, buf)
-    }
-    fn identity(&self) -> String {
-        self.bytes.identity()
-    }
-    fn name(&self) -> String {
-        self.bytes.name()
-    }
-}
-
 /// Unfiltered datasets of thousands of chunks of one to four bytes, stored back to back
 /// in the order h5py wrote them, under each chunk index, with index nodes between runs of
 /// chunks (the v1 B-tree of the earliest form), chunks never written between written ones
@@ -384,7 +360,6 @@ impl h5mount::io::ByteSource for Counting {
 /// and more).
 #[test]
 fn adjacent_small_chunks_are_read_together_and_exactly() {
-    use std::sync::atomic::Ordering::Relaxed;
     let m = harness::manifest();
     let cases: &[(&str, &[&str])] = &[
         (
@@ -419,10 +394,9 @@ fn adjacent_small_chunks_are_read_together_and_exactly() {
     ];
     for (name, paths) in cases {
         let bytes = std::fs::read(harness::data_dir().join(name)).unwrap();
-        let src = Arc::new(Counting {
-            bytes: h5mount::io::Memory::new(bytes, name),
-            reads: Default::default(),
-        });
+        let src = Arc::new(h5mount::io::Counting::new(h5mount::io::Memory::new(
+            bytes, name,
+        )));
         let f = File::from_source(src.clone(), &OpenOptions::default()).unwrap();
         for path in *paths {
             let o = &m["files"][*name]["objects"][*path];
@@ -437,9 +411,9 @@ fn adjacent_small_chunks_are_read_together_and_exactly() {
             assert!(chunks >= 2000, "{name}{path}: {chunks} chunks");
             let d = f.dataset(f.resolve(path).unwrap()).unwrap();
             assert!(d.info.filters.is_empty(), "{name}{path} is filtered");
-            let before = src.reads.load(Relaxed);
+            let before = src.reads();
             let all = d.read_all().unwrap();
-            let reads = src.reads.load(Relaxed) - before;
+            let reads = src.reads() - before;
             assert_eq!(harness::sha256(&all), want, "{name}{path}: whole read");
             assert!(
                 reads as u64 <= chunks / 16,

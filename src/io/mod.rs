@@ -25,7 +25,7 @@ pub mod storage;
 
 pub use cursor::{Cursor, Sizes, UNDEFINED_ADDR};
 pub use source::{
-    ByteSource, DataHint, LocalFile, Memory, Opener, OriginEntry, ReadCtx, RemoteSource,
+    ByteSource, Counting, DataHint, LocalFile, Memory, Opener, OriginEntry, ReadCtx, RemoteSource,
     RequestCounts,
 };
 pub use storage::Storage;

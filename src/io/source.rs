@@ -369,6 +369,45 @@ impl ByteSource for LocalFile {
     }
 }
 
+/// A byte source that counts the reads asked of it: how tests and benchmarks see the reads
+/// a mechanism saves (merged chunk reads, cached index nodes).
+#[derive(Debug)]
+pub struct Counting<S> {
+    inner: S,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl<S: ByteSource> Counting<S> {
+    pub fn new(inner: S) -> Counting<S> {
+        Counting {
+            inner,
+            reads: Default::default(),
+        }
+    }
+
+    /// Reads asked so far.
+    pub fn reads(&self) -> usize {
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl<S: ByteSource> ByteSource for Counting<S> {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.read_at(offset, buf)
+    }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+}
+
 /// Bytes in memory.
 #[derive(Clone, Debug)]
 pub struct Memory {

@@ -1026,35 +1026,7 @@ mod tests {
         }
     }
 
-    /// A source over bytes in memory that counts the reads asked of it.
-    #[derive(Debug)]
-    struct Counted {
-        bytes: crate::io::Memory,
-        reads: std::sync::atomic::AtomicUsize,
-    }
-
-    impl crate::io::ByteSource for Counted {
-        fn len(&self) -> u64 {
-            self.bytes.len()
-        }
-        fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-            self.reads
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.bytes.read_at(offset, buf)
-        }
-        fn identity(&self) -> String {
-            self.bytes.identity()
-        }
-        fn name(&self) -> String {
-            self.bytes.name()
-        }
-    }
-
-    impl Counted {
-        fn reads(&self) -> usize {
-            self.reads.load(std::sync::atomic::Ordering::Relaxed)
-        }
-    }
+    type Counted = crate::io::Counting<crate::io::Memory>;
 
     /// Write every present chunk (full size, junk 0xEE outside the dataset) to a byte image,
     /// index them in a map, and compute the expected image element by element.
@@ -1129,10 +1101,7 @@ mod tests {
             }
         }
         let max_dims = dims.to_vec();
-        let counted = Arc::new(Counted {
-            bytes: crate::io::Memory::new(file, "test image"),
-            reads: Default::default(),
-        });
+        let counted = Arc::new(Counted::new(crate::io::Memory::new(file, "test image")));
         let storage = Storage::from_source(counted.clone());
         let params = layout_params(spec, storage, max_dims);
         let cache = params.cache.clone();
