@@ -512,6 +512,20 @@ mod tests {
         }
     }
 
+    /// The index reads `rec` recorded (data reads left out): how many, and how many of them
+    /// distinct (offset and length).
+    fn index_reads(rec: &Recording) -> (usize, usize) {
+        let mut reads: Vec<(u64, u64)> = take(rec)
+            .into_iter()
+            .filter(|e| !e.0)
+            .map(|e| (e.1, e.2))
+            .collect();
+        let n = reads.len();
+        reads.sort_unstable();
+        reads.dedup();
+        (n, reads.len())
+    }
+
     /// What `rec` recorded since last asked: (hint, offset, length), in order.
     pub(crate) fn take(rec: &Recording) -> Vec<(bool, u64, u64)> {
         rec.take()
@@ -765,15 +779,8 @@ mod tests {
             found
         };
         let reads_once = |rec: &Recording, what: &str| {
-            let mut reads: Vec<(u64, u64)> = take(rec)
-                .into_iter()
-                .filter(|e| !e.0)
-                .map(|e| (e.1, e.2))
-                .collect();
-            let n = reads.len();
-            reads.sort_unstable();
-            reads.dedup();
-            assert_eq!(n, reads.len(), "{what}: a node read more than once");
+            let (n, distinct) = index_reads(rec);
+            assert_eq!(n, distinct, "{what}: a node read more than once");
             n
         };
         let (storage, rec) = recording(&h5);
@@ -869,18 +876,10 @@ mod tests {
                 front.join().unwrap() + back.join().unwrap()
             });
             assert_eq!(found as u64, total, "{name}: every chunk found");
-            let mut reads: Vec<(u64, u64)> = take(&rec)
-                .into_iter()
-                .filter(|e| !e.0)
-                .map(|e| (e.1, e.2))
-                .collect();
-            let n = reads.len();
-            reads.sort_unstable();
-            reads.dedup();
+            let (n, distinct) = index_reads(&rec);
             assert!(n > 64, "{name}: only {n} index reads");
             assert_eq!(
-                n,
-                reads.len(),
+                n, distinct,
                 "{name}: an index structure read more than once"
             );
             assert!(
