@@ -146,6 +146,8 @@ pub struct H5Fs {
     /// Directory mounts: the state of each host directory when its listing was built (a
     /// refresh rebuilds listings whose directory changed).
     host_stamps: Mutex<HashMap<u64, refresh::Stamp>>,
+    /// The mount reads from a remote source (fixed for its life; see `quick`).
+    remote: bool,
 }
 
 /// An open file handle of a dataset served as its raw bytes: the dataset and its stream,
@@ -201,6 +203,9 @@ impl H5Fs {
         let prefetch = prefetch::Prefetcher::new(resolver.chunk_cache().capacity());
         let views = views::Views::new(opts.views);
         let zarr = opts.zarr.map(zarr::ZarrFs::new);
+        let remote = resolver.origin().is_some()
+            || matches!(&mounted, Mounted::File { held, .. }
+                if sync::read(held).storage().wants_hints());
         if zarr.is_some() {
             // Its own tables hold numbers of the inode table.
             inodes.keep_all();
@@ -222,6 +227,7 @@ impl H5Fs {
             views,
             stats: stats::Stats::default(),
             host_stamps: Mutex::new(HashMap::new()),
+            remote,
             zarr,
         }
     }

@@ -24,13 +24,7 @@ impl H5Fs {
         if self.opts.refresh.is_some() {
             return lock(&self.shown).contains_key(&ino);
         }
-        !self.remote() && self.inodes.get(ino).is_some()
-    }
-
-    /// Whether the mount reads from a remote source.
-    fn remote(&self) -> bool {
-        self.resolver.origin().is_some()
-            || self.main_file().is_some_and(|f| f.storage().wants_hints())
+        !self.remote && self.inodes.get(ino).is_some()
     }
 
     /// Whether a `readdir` (`plus`: `readdirplus`) of `ino` from `offset` on is answered
