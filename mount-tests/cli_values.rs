@@ -96,6 +96,20 @@ const CASES: &[(&str, &str, &[&str])] = &[
             "",
         ],
     ),
+    (
+        "--merge-gap",
+        "merge_gap",
+        &[
+            "-1",
+            "1.5M",
+            "65M",
+            "1T",
+            "99999999999999999999999",
+            "x",
+            "8Q",
+            "",
+        ],
+    ),
 ];
 
 const LONG_REGION: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";

@@ -784,6 +784,76 @@ fn a_remote_manifest_of_a_hundred_datasets_costs_ten_requests() {
     assert!(requests <= 10, "{requests} requests:\n{}", ng.access_log());
 }
 
+/// On S3, which answers one range per GET, the same kind of file costs a GET per object
+/// header once the headers lie farther apart than the default merge gap (128 KiB: here each
+/// dataset's 256 KiB of data lies between them), and `--merge-gap` trades those requests
+/// for the bytes between the headers: at most 10 requests (a HEAD and GETs), the same
+/// manifest. The GETs are counted from the client's own debug log (SeaweedFS keeps no
+/// access log).
+#[test]
+fn a_merge_gap_writes_a_manifest_from_s3_in_ten_requests() {
+    if !python_has("h5py, numpy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("spaced.h5");
+    let make = "import sys, h5py, numpy as np\n\
+                rng = np.random.default_rng(4)\n\
+                with h5py.File(sys.argv[1], 'w') as f:\n\
+                \x20   for g in range(10):\n\
+                \x20       grp = f.create_group(f'g{g}')\n\
+                \x20       for d in range(10):\n\
+                \x20           x = rng.integers(0, 2**31, size=(128, 512), dtype='i4')\n\
+                \x20           ds = grp.create_dataset(f'd{d}', data=x, chunks=(32, 512), compression='gzip')\n\
+                \x20           ds.attrs['units'] = 'counts'\n\
+                print('written')\n";
+    let mut py = Command::new("python3");
+    py.args(["-c", make]).arg(&file);
+    python_says(&mut py, "written");
+    let Some(sw) = servers::Seaweed::start() else {
+        return;
+    };
+    sw.create_bucket("gap");
+    sw.put_object("gap", "spaced.h5", &std::fs::read(&file).unwrap());
+    let endpoint = sw.endpoint();
+    let local = run_refs(&[file.to_str().unwrap()]);
+    let local: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+    let gets_with = |extra: &[&str]| {
+        let o = aws_free(&mut Command::new(BIN), dir.path())
+            .args(["refs", "s3://gap/spaced.h5", "--endpoint", &endpoint])
+            .args(["--no-sign-request", "--region", "us-east-1"])
+            .args(extra)
+            .env("RUST_LOG", "h5mount::io::remote=debug")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            refs_without_urls(&local),
+            refs_without_urls(&m),
+            "{extra:?}"
+        );
+        let gets: Vec<String> = err
+            .lines()
+            .filter_map(|l| l.split_once(": GET bytes ").map(|(_, r)| r.to_string()))
+            .collect();
+        gets
+    };
+    let default = gets_with(&[]);
+    let merged = gets_with(&["--merge-gap", "16M"]);
+    assert!(
+        default.len() > 50,
+        "{} GETs with the default gap",
+        default.len()
+    );
+    assert!(
+        merged.len() < 10,
+        "{} GETs and a HEAD with --merge-gap 16M: {merged:?}",
+        merged.len()
+    );
+}
+
 /// Write the file `file` with the Python script `make` (at least `least` bytes), serve its
 /// directory with nginx, write its manifest from there with `refs`, and check it equals
 /// the local file's but for the URLs; the server, whose log holds the requests refs made.

@@ -291,6 +291,13 @@ struct RemoteArgs {
     /// [default: 30].
     #[arg(long, value_name = "SECONDS", value_parser = remote::parse_seconds, help_heading = "Remote sources")]
     retry_timeout: Option<Duration>,
+
+    /// On a server that answers one byte range per request (S3 stores), metadata ranges at
+    /// most SIZE apart are fetched in one request, the bytes between them too: fewer
+    /// requests for more bytes, where object headers lie between megabytes of data; 0 to
+    /// 64M [default: 128K].
+    #[arg(long, value_name = "SIZE", value_parser = remote::parse_merge_gap, help_heading = "Remote sources")]
+    merge_gap: Option<u64>,
 }
 
 impl RemoteArgs {
@@ -307,6 +314,7 @@ impl RemoteArgs {
             list_max_keys: self.list_max_keys.unwrap_or(d.list_max_keys),
             request_timeout: self.request_timeout.unwrap_or(d.request_timeout),
             retry_timeout: self.retry_timeout.unwrap_or(d.retry_timeout),
+            merge_gap: self.merge_gap.unwrap_or(d.merge_gap),
         }
     }
 }

@@ -70,6 +70,9 @@ pub struct RemoteConfig {
     pub request_timeout: Duration,
     /// Longest a read may retry before failing (`--retry-timeout`, `-o retry_timeout=`).
     pub retry_timeout: Duration,
+    /// Metadata ranges at most this many bytes apart go in one GET on a server that answers
+    /// one range per GET (`--merge-gap`, `-o merge_gap=`).
+    pub merge_gap: u64,
 }
 
 impl Default for RemoteConfig {
@@ -84,6 +87,7 @@ impl Default for RemoteConfig {
             list_max_keys: DEFAULT_LIST_MAX_KEYS,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             retry_timeout: DEFAULT_RETRY_TIMEOUT,
+            merge_gap: DEFAULT_MERGE_GAP,
         }
     }
 }
@@ -103,6 +107,7 @@ impl RemoteConfig {
             list_max_keys: self.list_max_keys,
             request_timeout: self.request_timeout,
             retry_total: self.retry_timeout,
+            merge_gap: self.merge_gap,
             ..RemoteOptions::default()
         };
         if let Some(name) = &self.profile {
@@ -301,6 +306,22 @@ const LIST_MAX_KEYS_RANGE: (usize, usize) = (1, 10_000_000);
 /// `--list-max-keys N`: a whole number in [`LIST_MAX_KEYS_RANGE`].
 pub fn parse_list_max_keys(v: &str) -> Result<usize, String> {
     super::parse_count(v, LIST_MAX_KEYS_RANGE)
+}
+
+/// Default of `--merge-gap` (the remote reader's own default, repeated here so that a build
+/// without it parses the same).
+pub const DEFAULT_MERGE_GAP: u64 = 128 << 10;
+/// Largest `--merge-gap`: a merged GET is at most 16 gaps long, and its bytes must fit the
+/// page cache's data budget to be sent at all.
+pub const MAX_MERGE_GAP: u64 = 64 << 20;
+
+/// `--merge-gap SIZE`: a byte count (`512K`, `8M`) from 0 to [`MAX_MERGE_GAP`].
+pub fn parse_merge_gap(v: &str) -> Result<u64, String> {
+    match super::parse_size(v) {
+        Ok(n) if n <= MAX_MERGE_GAP => Ok(n),
+        Ok(_) => Err(format!("at most {}M", MAX_MERGE_GAP >> 20)),
+        Err(e) => Err(e),
+    }
 }
 
 /// Check a remote SOURCE (`s3://...`, `http(s)://...`) and, for S3, the endpoint and region

@@ -92,8 +92,12 @@ pub const FIRST_GET: u64 = 1 << 20;
 pub const DIRECT_READ: usize = 256 << 10;
 /// Longest GET of merged ranges, and the part size of long fetches sent in parallel.
 pub const PART: u64 = 4 << 20;
-/// Gap between ranges that are still merged into one GET (its bytes are fetched too).
+/// Default gap between metadata ranges that are still merged into one GET on a server that
+/// answers one range per GET (the gap's bytes are fetched too): [`RemoteOptions::merge_gap`].
 pub const MERGE_GAP: u64 = 128 << 10;
+/// A GET of merged metadata ranges is at most this many merge gaps long (and at least
+/// [`PART`]).
+pub const MERGE_SPAN: u64 = 16;
 /// What a metadata miss fetches at least (aligned).
 pub const META_UNIT: u64 = 64 << 10;
 /// GETs in flight in one context.
@@ -169,6 +173,11 @@ pub struct RemoteOptions {
     pub request_timeout: Duration,
     /// Longest a read may spend retrying (5xx, throttling, timeouts) before it fails.
     pub retry_total: Duration,
+    /// Metadata ranges at most this far apart go in one GET on a server that answers one
+    /// range per GET (`--merge-gap`; default [`MERGE_GAP`]), the bytes between them too; one
+    /// such GET is at most [`MERGE_SPAN`] gaps long, or [`PART`] if that is longer. Servers
+    /// that answer several ranges in one GET are asked for the ranges alone.
+    pub merge_gap: u64,
     /// What everything opened with these options shares (clones of the options share it
     /// too): the page cache, the runtime, the counters.
     pub context: RemoteContext,
@@ -194,6 +203,7 @@ impl Default for RemoteOptions {
             credential_provider: None,
             request_timeout: Duration::from_secs(10),
             retry_total: Duration::from_secs(30),
+            merge_gap: MERGE_GAP,
             context: RemoteContext::default(),
         }
     }

@@ -17,7 +17,7 @@ use super::multirange::Multi;
 use super::origin::RemoteOrigin;
 use super::readahead::Readahead;
 use super::{
-    is_prefix, RemoteOptions, DIRECT_READ, FIRST_GET, MERGE_GAP, META_UNIT, MULTI_RANGES,
+    is_prefix, RemoteOptions, DIRECT_READ, FIRST_GET, MERGE_SPAN, META_UNIT, MULTI_RANGES,
     MULTI_RUN, PART, RA_MAX,
 };
 
@@ -42,6 +42,9 @@ pub(super) struct Inner {
     /// The longest a request may take, retries included: the retry bound and one request's
     /// timeout.
     pub(super) bound: Duration,
+    /// Metadata ranges at most this many pages apart are merged into one GET when the
+    /// server answers one range per GET ([`RemoteOptions::merge_gap`]).
+    pub(super) merge_gap: u64,
 }
 
 /// A remote object (see the module docs).
@@ -198,10 +201,12 @@ impl Inner {
     }
 
     /// Fetch the page runs `wanted` (page ranges) in the background, merged across gaps of
-    /// `gap` pages; returns the GETs sent. Behind an HTTP server that answers several ranges
-    /// at once, short runs go [`MULTI_RANGES`] to a GET.
+    /// `gap` pages into GETs of at most [`MERGE_SPAN`] gaps (or [`PART`], if longer);
+    /// returns the GETs sent. Behind an HTTP server that answers several ranges at once,
+    /// short runs go [`MULTI_RANGES`] to a GET.
     pub(super) fn fetch_behind(self: &Arc<Self>, wanted: &[(u64, u64)], gap: u64) -> u64 {
-        let claims = self.pages.claim(self.obj, wanted, gap, PART / PAGE);
+        let longest = (PART / PAGE).max(gap.saturating_mul(MERGE_SPAN));
+        let claims = self.pages.claim(self.obj, wanted, gap, longest);
         let Ok(rt) = self.shared.runtime() else {
             for c in &claims {
                 self.pages
@@ -293,6 +298,7 @@ impl Remote {
                 readahead: Mutex::new(Readahead::new(len, RA_MAX.min(data / 2), data / 2)),
                 stats: RemoteStats::default(),
                 bound: opts.bound(),
+                merge_gap: opts.merge_gap / PAGE,
             }),
         }
     }
@@ -425,7 +431,7 @@ impl RemoteSource for Remote {
         let gap = if self.inner.multi_on() {
             0
         } else {
-            MERGE_GAP / PAGE
+            self.inner.merge_gap
         };
         let sent = self.inner.fetch_behind(&pages, gap);
         if sent > 0 && asked > sent {

@@ -256,6 +256,43 @@ fn prefetch_hints_close_together_go_in_one_get() {
 }
 
 #[test]
+fn a_wider_merge_gap_takes_hints_a_megabyte_apart_in_one_get_and_keeps_the_gaps() {
+    // Headers between a file's data: hints 1 MiB apart. The default gap sends a GET each;
+    // `--merge-gap 2M` one GET of the whole span (longer than PART: up to 16 gaps), whose
+    // bytes between the hints are kept too.
+    let hints: Vec<(u64, u64)> = (0..8).map(|k| ((2 << 20) + k * (1 << 20), 300)).collect();
+    let data = bytes_of(12 << 20, 8);
+    for (gap, want) in [(super::MERGE_GAP, 8), (2 << 20, 1)] {
+        let f = Fixture::new("gap", data.clone(), Duration::from_millis(5));
+        let opts = RemoteOptions {
+            merge_gap: gap,
+            ..RemoteOptions::default()
+        };
+        let r = f.open(&opts, HOUR);
+        r.prefetch(&hints);
+        for &(o, n) in &hints {
+            let mut b = vec![0u8; n as usize];
+            assert_eq!(r.read_at(o, &mut b).expect("read"), n as usize);
+            assert_eq!(&b[..], f.at(o, n as usize));
+        }
+        let c = r.requests();
+        assert_eq!(c.gets, want, "gap {gap}: {c:?}");
+        // A read between two hints: cached with the wide gap, a GET of its own otherwise.
+        let mut b = vec![0u8; 4096];
+        assert_eq!(
+            r.read_at((5 << 20) + (1 << 19), &mut b).expect("read"),
+            4096
+        );
+        assert_eq!(&b[..], f.at((5 << 20) + (1 << 19), 4096));
+        assert_eq!(
+            r.requests().gets,
+            want + u64::from(gap == super::MERGE_GAP),
+            "gap {gap}"
+        );
+    }
+}
+
+#[test]
 fn an_object_replaced_while_open_fails_its_reads_and_never_gives_new_bytes() {
     let f = Fixture::new("replaced", bytes_of(4 << 20, 4), Duration::ZERO);
     let r = f.open(&RemoteOptions::default(), HOUR);
