@@ -192,7 +192,8 @@ impl Pipeline {
     /// (the chunk cache's shared buffer) where its codec can: deflate, shuffle, lzf, lz4 and
     /// zstd. The stored bytes and the intermediate stages live in per-thread scratch buffers
     /// reused from chunk to chunk: a fresh multi-MiB buffer per stage costs page faults and
-    /// zeroing that take as long as the decoding itself.
+    /// zeroing that take as long as the decoding itself. The stored bytes are read once
+    /// ([`crate::io::Storage::read_data_once`]): the caller keeps the decoded chunk.
     pub fn decode_from(
         &self,
         storage: &crate::io::Storage,
@@ -221,7 +222,7 @@ impl Pipeline {
             if !self.applies(filter_mask) && n == out.len() {
                 // Every filter skipped (an optional one that did not pay off, as LZF on
                 // noisy floats): the stored bytes are the chunk.
-                return storage.read_data(chunk_addr, out, "chunk");
+                return storage.read_data_once(chunk_addr, out, "chunk");
             }
             // Both buffers get room for the largest stage up front, so that neither is
             // reallocated (and its old contents copied) when the stages swap them.
@@ -231,7 +232,7 @@ impl Pipeline {
             let mut spare = sized(spare, room);
             // Growing zeroes only the new tail; a reused buffer is truncated, not cleared.
             input.resize(n, 0);
-            storage.read_data(chunk_addr, &mut input, "chunk")?;
+            storage.read_data_once(chunk_addr, &mut input, "chunk")?;
             let r = self.decode_with(input, filter_mask, out, chunk_addr, &mut spare);
             sc.keep(spare);
             sc.keep(r?);

@@ -396,6 +396,31 @@ impl PageCache {
         }
     }
 
+    /// Let go of the data pages of `obj` (a source of `len` bytes) wholly inside
+    /// `offset..offset + n`: a reader has them in another form and reads them no more (see
+    /// `RemoteSource::read_data_once`). Their memory goes back to the allocator at once, for
+    /// the pages landing next, rather than when the data budget is full. Metadata pages and
+    /// pages shared with bytes outside the range stay.
+    pub fn let_go(&self, obj: u64, offset: u64, n: u64, len: u64) {
+        let end = offset.saturating_add(n).min(len);
+        let first = offset.div_ceil(PAGE);
+        // The last page of the source is whole at `len`.
+        let last = if end == len {
+            end.div_ceil(PAGE)
+        } else {
+            end / PAGE
+        };
+        if first >= last {
+            return;
+        }
+        let mut st = self.lock();
+        for p in first..last {
+            if let Some(page) = st.data.pages.pop(&(obj, p)) {
+                st.data.bytes -= page.len() as u64;
+            }
+        }
+    }
+
     /// Claim the missing pages of the page ranges `wanted` (sorted, `[a, b)` each) for
     /// background fetches: runs of missing pages, joined across gaps of at most `gap` pages
     /// (the gap's bytes are fetched too: one request instead of two), each at most

@@ -107,6 +107,20 @@ pub trait RemoteSource: Send + Sync {
         ctx: ReadCtx,
     ) -> std::io::Result<usize>;
 
+    /// [`RemoteSource::read_data_at`] for bytes the caller keeps in another form (a chunk it
+    /// decodes into its chunk cache) and reads no more: the pages wholly inside them need not
+    /// stay cached, and a source may let them go at once, so that a stream reuses their
+    /// memory rather than fill its cache with bytes nobody reads again.
+    fn read_data_once(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        hint: &DataHint,
+        ctx: ReadCtx,
+    ) -> std::io::Result<usize> {
+        self.read_data_at(offset, buf, hint, ctx)
+    }
+
     /// A note that a reader is reading the data bytes `offset..end` now (as one read, though
     /// they are fetched in pieces, some by helper threads): followed with readahead as
     /// [`RemoteSource::read_data_at`] is.

@@ -159,16 +159,23 @@ impl Storage {
     /// Fill `buf` from relative address `addr`. Fails with [`Error::Truncated`] if the range is
     /// not entirely inside the file.
     pub fn read_at(&self, addr: u64, buf: &mut [u8], what: &'static str) -> Result<()> {
-        self.read_impl(addr, buf, what, false)
+        self.read_impl(addr, buf, what, ReadAs::Meta)
     }
 
     /// [`Storage::read_at`] for the bytes of a dataset (chunks, contiguous data), which a
     /// remote source reads ahead of a sequential reader and caches apart from metadata.
     pub fn read_data(&self, addr: u64, buf: &mut [u8], what: &'static str) -> Result<()> {
-        self.read_impl(addr, buf, what, true)
+        self.read_impl(addr, buf, what, ReadAs::Data)
     }
 
-    fn read_impl(&self, addr: u64, buf: &mut [u8], what: &'static str, data: bool) -> Result<()> {
+    /// [`Storage::read_data`] for bytes the caller keeps in another form and reads no more
+    /// (a chunk decoded into the chunk cache): a remote source lets their pages go
+    /// ([`RemoteSource::read_data_once`](super::RemoteSource::read_data_once)).
+    pub fn read_data_once(&self, addr: u64, buf: &mut [u8], what: &'static str) -> Result<()> {
+        self.read_impl(addr, buf, what, ReadAs::Once)
+    }
+
+    fn read_impl(&self, addr: u64, buf: &mut [u8], what: &'static str, how: ReadAs) -> Result<()> {
         let len = buf.len() as u64;
         let abs = self
             .base
@@ -181,8 +188,13 @@ impl Storage {
         let mut done = 0usize;
         while done < buf.len() {
             let at = abs + done as u64;
-            let got = match self.inner.remote() {
-                Some(r) if data => r.read_data_at(at, &mut buf[done..], &self.hint, self.ctx),
+            let got = match (self.inner.remote(), how) {
+                (Some(r), ReadAs::Data) => {
+                    r.read_data_at(at, &mut buf[done..], &self.hint, self.ctx)
+                }
+                (Some(r), ReadAs::Once) => {
+                    r.read_data_once(at, &mut buf[done..], &self.hint, self.ctx)
+                }
                 _ => self.inner.read_at(at, &mut buf[done..]),
             };
             match got {
@@ -264,4 +276,12 @@ mod tests {
         std::fs::write(&plain, b"abc").unwrap();
         assert_eq!(Storage::open(&plain).unwrap().file_len(), 3);
     }
+}
+
+/// How [`Storage::read_impl`] reads: metadata, dataset bytes, or dataset bytes read once.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadAs {
+    Meta,
+    Data,
+    Once,
 }

@@ -461,8 +461,10 @@ impl Chunked {
         let Some(out) = shared.get_mut() else {
             return Err(Error::corrupt("chunk", rec.addr, "chunk buffer is shared"));
         };
+        // The chunk is kept decoded (or as it is) in the chunk cache: its stored bytes are
+        // read once, and a remote source lets their pages go.
         if raw {
-            st.read_data(rec.addr, out, "chunk")?;
+            st.read_data_once(rec.addr, out, "chunk")?;
         } else {
             self.pipeline
                 .decode_from(st, rec.addr, rec.size, rec.filter_mask, out)?;

@@ -397,6 +397,20 @@ impl RemoteSource for Remote {
         self.read(offset, buf, Some((hint, ctx)))
     }
 
+    fn read_data_once(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        hint: &DataHint,
+        ctx: ReadCtx,
+    ) -> std::io::Result<usize> {
+        let n = self.read(offset, buf, Some((hint, ctx)))?;
+        self.inner
+            .pages
+            .let_go(self.inner.obj, offset, n as u64, self.inner.len);
+        Ok(n)
+    }
+
     fn note_data(&self, offset: u64, end: u64, hint: &DataHint, ctx: ReadCtx) {
         let end = end.min(self.inner.len);
         if offset < end {

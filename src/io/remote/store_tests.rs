@@ -293,6 +293,34 @@ fn a_wider_merge_gap_takes_hints_a_megabyte_apart_in_one_get_and_keeps_the_gaps(
 }
 
 #[test]
+fn bytes_read_once_let_their_whole_pages_go_and_keep_the_rest() {
+    let f = Fixture::new("once", bytes_of(8 << 20, 9), Duration::ZERO);
+    let r = f.open(&RemoteOptions::default(), HOUR);
+    // A chunk from 100 bytes into one page to 100 bytes into another, fetched with the
+    // pages around it.
+    let (at, n) = ((2 << 20) + 100, 200_000u64);
+    let around = ((2 << 20) - 65536, 400_000usize);
+    r.prefetch(&[(around.0, around.1 as u64)]);
+    let mut all = vec![0u8; around.1];
+    assert_eq!(r.read_at(around.0, &mut all).expect("read"), around.1);
+    let mut b = vec![0u8; n as usize];
+    let hint = DataHint::default();
+    let got = r.read_data_once(at, &mut b, &hint, ReadCtx::default());
+    assert_eq!(got.expect("read"), n as usize);
+    assert_eq!(&b[..], f.at(at, n as usize));
+    let gets = r.requests().gets;
+    // The pages wholly inside it are gone; the two it shares with other bytes, and the
+    // pages around it, are here.
+    assert!(!r.cached(at + 16384, 16384));
+    assert!(r.cached(at - 100, 200) && r.cached(at + n - 100, 200));
+    assert!(r.cached((2 << 20) - 65536, 65536) && r.cached(at + n + 16384, 16384));
+    // Read again, it is fetched again, equal.
+    assert_eq!(r.read_at(at, &mut b).expect("read again"), n as usize);
+    assert_eq!(&b[..], f.at(at, n as usize));
+    assert!(r.requests().gets > gets);
+}
+
+#[test]
 fn an_object_replaced_while_open_fails_its_reads_and_never_gives_new_bytes() {
     let f = Fixture::new("replaced", bytes_of(4 << 20, 4), Duration::ZERO);
     let r = f.open(&RemoteOptions::default(), HOUR);
