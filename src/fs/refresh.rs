@@ -817,6 +817,14 @@ mod tests {
         let t = Instant::now();
         assert!(!w.request_and_wait(0, Duration::from_millis(50)));
         assert!(t.elapsed() >= Duration::from_millis(50));
+        // That request is still pending: the refresh thread's next turn takes it. (Left
+        // pending, the thread below could take it and begin its check before the read asks,
+        // and the read, asking during a check, would wait for a second check that never
+        // comes.)
+        let t = Instant::now();
+        w.wait_turn(long);
+        w.checked();
+        assert!(t.elapsed() < long / 2);
         // A refresh thread that finds nothing new: the read learns it at once.
         let thread = |swap: bool| {
             let w = w.clone();
