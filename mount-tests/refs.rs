@@ -797,18 +797,9 @@ fn a_merge_gap_writes_a_manifest_from_s3_in_ten_requests() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("spaced.h5");
-    let make = "import sys, h5py, numpy as np\n\
-                rng = np.random.default_rng(4)\n\
-                with h5py.File(sys.argv[1], 'w') as f:\n\
-                \x20   for g in range(10):\n\
-                \x20       grp = f.create_group(f'g{g}')\n\
-                \x20       for d in range(10):\n\
-                \x20           x = rng.integers(0, 2**31, size=(128, 512), dtype='i4')\n\
-                \x20           ds = grp.create_dataset(f'd{d}', data=x, chunks=(32, 512), compression='gzip')\n\
-                \x20           ds.attrs['units'] = 'counts'\n\
-                print('written')\n";
+    let make = spread_script(4, 10, (128, 512), 32);
     let mut py = Command::new("python3");
-    py.args(["-c", make]).arg(&file);
+    py.args(["-c", &make]).arg(&file);
     python_says(&mut py, "written");
     let Some(sw) = servers::Seaweed::start() else {
         return;
@@ -854,6 +845,24 @@ fn a_merge_gap_writes_a_manifest_from_s3_in_ten_requests() {
     );
 }
 
+/// A Python script writing `n` groups of `n` int32 datasets of `shape` each (random values,
+/// seed `seed`: incompressible), gzip-filtered in chunks of `rows` rows, to the file named by
+/// its argument: object headers and chunk indexes lie between the datasets' data.
+fn spread_script(seed: u32, n: u32, shape: (u32, u32), rows: u32) -> String {
+    let (r, c) = shape;
+    format!(
+        "import sys, h5py, numpy as np\n\
+         rng = np.random.default_rng({seed})\n\
+         with h5py.File(sys.argv[1], 'w') as f:\n\
+         \x20   for g in range({n}):\n\
+         \x20       grp = f.create_group(f'g{{g}}')\n\
+         \x20       for d in range({n}):\n\
+         \x20           x = rng.integers(0, 2**31, size=({r}, {c}), dtype='i4')\n\
+         \x20           grp.create_dataset(f'd{{d}}', data=x, chunks=({rows}, {c}), compression='gzip')\n\
+         print('written')\n"
+    )
+}
+
 /// Write the file `file` with the Python script `make` (at least `least` bytes), serve its
 /// directory with nginx, write its manifest from there with `refs`, and check it equals
 /// the local file's but for the URLs; the server, whose log holds the requests refs made.
@@ -891,16 +900,8 @@ fn a_remote_manifest_reads_the_tree_level_by_level() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("spread.h5");
-    let make = "import sys, h5py, numpy as np\n\
-                rng = np.random.default_rng(5)\n\
-                with h5py.File(sys.argv[1], 'w') as f:\n\
-                \x20   for g in range(8):\n\
-                \x20       grp = f.create_group(f'g{g}')\n\
-                \x20       for d in range(8):\n\
-                \x20           x = rng.integers(0, 2**31, size=(256, 192), dtype='i4')\n\
-                \x20           grp.create_dataset(f'd{d}', data=x, chunks=(64, 192), compression='gzip')\n\
-                print('written')\n";
-    let Some(ng) = manifest_over_nginx(make, &file, 10 << 20) else {
+    let make = spread_script(5, 8, (256, 192), 64);
+    let Some(ng) = manifest_over_nginx(&make, &file, 10 << 20) else {
         return;
     };
     let gets = ng.logged().iter().filter(|l| l.method == "GET").count();

@@ -236,6 +236,16 @@ fn readers_of_one_missing_page_share_one_get() {
     assert_eq!(gets(&r), 1, "one GET for the readers of one page");
 }
 
+/// Name `hints` to `r` in one prefetch, then read each: the bytes of `f`.
+fn hint_and_read(f: &Fixture, r: &Remote, hints: &[(u64, u64)]) {
+    r.prefetch(hints);
+    for &(o, n) in hints {
+        let mut b = vec![0u8; n as usize];
+        assert_eq!(r.read_at(o, &mut b).expect("read"), n as usize);
+        assert_eq!(&b[..], f.at(o, n as usize));
+    }
+}
+
 #[test]
 fn prefetch_hints_close_together_go_in_one_get() {
     let f = Fixture::new("merge", bytes_of(8 << 20, 3), Duration::from_millis(5));
@@ -243,13 +253,8 @@ fn prefetch_hints_close_together_go_in_one_get() {
     // Twelve pieces 40 KiB apart (gaps well under MERGE_GAP), and one far away.
     let mut hints: Vec<(u64, u64)> = (0..12).map(|k| ((2 << 20) + k * (40 << 10), 200)).collect();
     hints.push((6 << 20, 200));
-    r.prefetch(&hints);
     // The readers wait for the pages the hints claimed: no GET of their own.
-    for &(o, n) in &hints {
-        let mut b = vec![0u8; n as usize];
-        assert_eq!(r.read_at(o, &mut b).expect("read"), n as usize);
-        assert_eq!(&b[..], f.at(o, n as usize));
-    }
+    hint_and_read(&f, &r, &hints);
     let c = r.requests();
     assert_eq!(c.gets, 2, "{c:?}");
     assert_eq!(c.merged, 11, "{c:?}");
@@ -269,12 +274,7 @@ fn a_wider_merge_gap_takes_hints_a_megabyte_apart_in_one_get_and_keeps_the_gaps(
             ..RemoteOptions::default()
         };
         let r = f.open(&opts, HOUR);
-        r.prefetch(&hints);
-        for &(o, n) in &hints {
-            let mut b = vec![0u8; n as usize];
-            assert_eq!(r.read_at(o, &mut b).expect("read"), n as usize);
-            assert_eq!(&b[..], f.at(o, n as usize));
-        }
+        hint_and_read(&f, &r, &hints);
         let c = r.requests();
         assert_eq!(c.gets, want, "gap {gap}: {c:?}");
         // A read between two hints: cached with the wide gap, a GET of its own otherwise.
