@@ -56,6 +56,7 @@ pub use dir::{DirEntry, Listing, Origin};
 pub use entries::Found;
 pub use error::{FsError, FsResult};
 pub use inode::{Node, NodeKind, ROOT_INO};
+use refresh::Retry;
 pub use xattr::XattrReply;
 
 use crate::io::ReadCtx;
@@ -311,10 +312,14 @@ impl H5Fs {
 
     /// Attributes of `ino` (with refresh on, tried again in a new view if they fail).
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
-        self.retry_after_refresh(|| self.getattr_once(ino))
+        self.retry_after_refresh(Retry::InNewView, || {
+            self.getattr_once(ino, Retry::InNewView)
+        })
     }
 
-    fn getattr_once(&self, ino: u64) -> FsResult<Attr> {
+    /// [`H5Fs::getattr`] tried once; `retry`: whether a dataset's size that fails is tried
+    /// again in a new view.
+    fn getattr_once(&self, ino: u64, retry: Retry) -> FsResult<Attr> {
         if let Some(z) = self.zarr().filter(|_| zarr::is_zarr_ino(ino)) {
             return self.zarr_getattr(z, ino);
         }
@@ -322,12 +327,18 @@ impl H5Fs {
             return self.sidecar_getattr(ino);
         }
         let node = self.node(ino)?;
-        self.attr_of(&node)
+        self.attr_of_with(&node, retry)
     }
 
     /// Attributes of `node` (known, or about to be handed out): from the model's caches; with
     /// refresh on, the ones shown first, until the next refresh (see [`refresh`]).
     pub(super) fn attr_of(&self, node: &Node) -> FsResult<Attr> {
+        self.attr_of_with(node, Retry::InNewView)
+    }
+
+    /// [`H5Fs::attr_of`]; `retry`: whether a dataset's size that fails is tried again in a
+    /// new view.
+    fn attr_of_with(&self, node: &Node, retry: Retry) -> FsResult<Attr> {
         let refresh = self.opts.refresh.is_some();
         // A refresh moves the generation on before it drops the attributes shown: ones
         // computed from the file before it are not kept.
@@ -356,7 +367,7 @@ impl H5Fs {
                 let (fkind, size) = match kind {
                     ObjectKind::Group => (FileKind::Directory, 0),
                     // Retried in a new view before the size falls back to 0.
-                    ObjectKind::Dataset => match self.retry_after_refresh(|| {
+                    ObjectKind::Dataset => match self.retry_after_refresh(retry, || {
                         self.dataset_of(node, id)
                             .and_then(|ds| self.served_len(node, &ds))
                     }) {
@@ -607,7 +618,9 @@ impl H5Fs {
         size: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<read::Answer> {
-        let r = self.retry_after_refresh(|| self.read_handle_once(ctx, ino, fh, offset, size, out));
+        let r = self.retry_after_refresh(Retry::InNewView, || {
+            self.read_handle_once(ctx, ino, fh, offset, size, out)
+        });
         let answered = r.as_ref().map_or(0, |a| a.bytes(out).len());
         self.stats.on_read(size, answered);
         r

@@ -62,9 +62,13 @@ pub const PAGE: u64 = 1 << 16;
 /// Bytes read at the old and the new end of a dataset that changed size, to check a new view.
 pub const PROBE: u32 = 1 << 16;
 
-thread_local! {
-    /// Set while this thread runs a refresh: its own failures must not wait for a check.
-    static REFRESHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// Whether an operation that fails with `EIO` asks for a check of the file and, if a new
+/// view comes, is tried again there ([`H5Fs::retry_after_refresh`]): the kernel's requests
+/// do; the refresh's own reads must not (they would wait for the check they are part of).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Retry {
+    InNewView,
+    No,
 }
 
 /// Longest a failed read waits for a check of the file before answering its error.
@@ -278,13 +282,6 @@ impl H5Fs {
     /// Re-read the mounted file and serve the new state (see the module docs); `Err` with the
     /// reason when the new state cannot be read and the old one stays.
     pub fn refresh(&self) -> Result<Vec<Invalidation>, String> {
-        REFRESHING.with(|r| r.set(true));
-        let result = self.refresh_now();
-        REFRESHING.with(|r| r.set(false));
-        result
-    }
-
-    fn refresh_now(&self) -> Result<Vec<Invalidation>, String> {
         let Mounted::File { idx, held } = &self.mounted else {
             return Ok(self.refresh_dir());
         };
@@ -347,9 +344,10 @@ impl H5Fs {
     /// if a new view comes within [`RETRY_WAIT`] (or the period, if shorter), run it again.
     pub(super) fn retry_after_refresh<T>(
         &self,
+        retry: Retry,
         mut op: impl FnMut() -> super::FsResult<T>,
     ) -> super::FsResult<T> {
-        let Some(period) = self.opts.refresh.filter(|_| !REFRESHING.with(|r| r.get())) else {
+        let Some(period) = self.opts.refresh.filter(|_| retry == Retry::InNewView) else {
             return op();
         };
         let seen = self.wakeup.swaps();
@@ -524,7 +522,7 @@ impl H5Fs {
                 });
                 continue;
             }
-            let now = match self.getattr(node.ino) {
+            let now = match self.getattr_once(node.ino, Retry::No) {
                 Ok(a) => a,
                 Err(_) => {
                     out.push(Invalidation::Inode {
