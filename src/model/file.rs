@@ -588,10 +588,9 @@ impl File {
     /// links, then their children's headers), so that a walk going on into them finds them
     /// fetched: `find` or `ls -R` then costs about one round trip per level of the tree
     /// rather than a few per group. At most [`MAX_CRAWLS`] such background listings run at a
-    /// time, of at most [`CRAWL_GROUPS`] groups each; beyond, nothing is prefetched.
+    /// time among the files of one resolver, of at most [`CRAWL_GROUPS`] groups each;
+    /// beyond, nothing is prefetched.
     pub fn prefetch_groups(self: &Arc<Self>, ids: Vec<ObjectId>) {
-        use std::sync::atomic::{AtomicUsize, Ordering::AcqRel};
-        static CRAWLS: AtomicUsize = AtomicUsize::new(0);
         if !self.storage.wants_hints() {
             return;
         }
@@ -604,16 +603,9 @@ impl File {
             return;
         }
         // A crawl's slot, given back when the crawl ends (or never starts).
-        struct Slot;
-        impl Drop for Slot {
-            fn drop(&mut self) {
-                CRAWLS.fetch_sub(1, AcqRel);
-            }
-        }
-        let slot = Slot;
-        if CRAWLS.fetch_add(1, AcqRel) >= MAX_CRAWLS {
+        let Some(slot) = self.resolver().and_then(|r| r.begin_crawl()) else {
             return;
-        }
+        };
         let me = self.clone();
         let _ = std::thread::Builder::new()
             .name("h5mount-crawl".into())

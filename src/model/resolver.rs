@@ -35,7 +35,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use lru::LruCache;
@@ -196,8 +196,20 @@ pub struct Resolver {
     opens: AtomicU64,
     evictions: AtomicU64,
     origin: Option<Arc<dyn Opener>>,
+    /// Background listings of its files' groups running now ([`Resolver::begin_crawl`]).
+    crawls: Arc<AtomicUsize>,
     /// Itself, handed to the files it opens (they hold it weakly: the resolver owns them).
     me: Weak<Resolver>,
+}
+
+/// The slot of one background listing of groups ([`Resolver::begin_crawl`]), given back
+/// when dropped.
+pub(crate) struct CrawlSlot(Arc<AtomicUsize>);
+
+impl Drop for CrawlSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl std::fmt::Debug for Resolver {
@@ -244,6 +256,7 @@ impl Resolver {
             opens: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             origin: opts.origin,
+            crawls: Arc::default(),
             me: me.clone(),
         })
     }
@@ -292,6 +305,13 @@ impl Resolver {
     /// The bound on open files.
     pub fn max_open_files(&self) -> usize {
         self.max_open
+    }
+
+    /// A slot for one background listing of groups of its files, if fewer than
+    /// [`super::file::MAX_CRAWLS`] run now.
+    pub(crate) fn begin_crawl(&self) -> Option<CrawlSlot> {
+        let slot = CrawlSlot(self.crawls.clone());
+        (self.crawls.fetch_add(1, Ordering::AcqRel) < super::file::MAX_CRAWLS).then_some(slot)
     }
 
     /// The chunk cache every file decodes into.
