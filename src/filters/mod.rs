@@ -20,8 +20,7 @@
 //! little- or big-endian writers) and lzo (305, PyTables). Every other id, notably sz/sz3
 //! (32017/32024), is reported as [`Error::UnknownFilter`].
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 use crate::format::messages::filter_pipeline::{FilterPipeline, FilterSpec};
@@ -190,9 +189,9 @@ impl Pipeline {
     /// Decode the stored chunk at `chunk_addr`, `stored` bytes, read from `storage`, into
     /// `out`, which must come out exactly full. The last stage writes straight into `out`
     /// (the chunk cache's shared buffer) where its codec can: deflate, shuffle, lzf, lz4 and
-    /// zstd. The stored bytes and the intermediate stages live in per-thread scratch buffers
-    /// reused from chunk to chunk: a fresh multi-MiB buffer per stage costs page faults and
-    /// zeroing that take as long as the decoding itself. The stored bytes are read once
+    /// zstd. The stored bytes and the intermediate stages live in buffers of `pool` reused
+    /// from chunk to chunk: a fresh multi-MiB buffer per stage costs page faults and zeroing
+    /// that take as long as the decoding itself. The stored bytes are read once
     /// ([`crate::io::Storage::read_data_once`]): the caller keeps the decoded chunk.
     pub fn decode_from(
         &self,
@@ -201,43 +200,35 @@ impl Pipeline {
         stored: u64,
         filter_mask: u32,
         out: &mut [u8],
+        pool: &ScratchPool,
     ) -> Result<()> {
-        SCRATCH.with(|cell| {
-            // A re-entrant call (not expected) gets fresh buffers instead of a panic.
-            let mut taken;
-            let mut fresh = Scratch::default();
-            let sc: &mut Scratch = match cell.try_borrow_mut() {
-                Ok(b) => {
-                    taken = b;
-                    &mut taken
-                }
-                Err(_) => &mut fresh,
-            };
-            let n = usize::try_from(stored)
-                .ok()
-                .filter(|_| stored <= storage.available(chunk_addr))
-                .ok_or_else(|| {
-                    Error::truncated("chunk", chunk_addr, stored, storage.available(chunk_addr))
-                })?;
-            if !self.applies(filter_mask) && n == out.len() {
-                // Every filter skipped (an optional one that did not pay off, as LZF on
-                // noisy floats): the stored bytes are the chunk.
-                return storage.read_data_once(chunk_addr, out, "chunk");
-            }
-            // Both buffers get room for the largest stage up front, so that neither is
-            // reallocated (and its old contents copied) when the stages swap them.
-            let room = n.max(out.len().saturating_add(STAGE_SLACK));
-            let (input, spare) = sc.take();
-            let mut input = sized(input, room);
-            let mut spare = sized(spare, room);
-            // Growing zeroes only the new tail; a reused buffer is truncated, not cleared.
-            input.resize(n, 0);
-            storage.read_data_once(chunk_addr, &mut input, "chunk")?;
-            let r = self.decode_with(input, filter_mask, out, chunk_addr, &mut spare);
-            sc.keep(spare);
-            sc.keep(r?);
-            Ok(())
-        })
+        let n = usize::try_from(stored)
+            .ok()
+            .filter(|_| stored <= storage.available(chunk_addr))
+            .ok_or_else(|| {
+                Error::truncated("chunk", chunk_addr, stored, storage.available(chunk_addr))
+            })?;
+        if !self.applies(filter_mask) && n == out.len() {
+            // Every filter skipped (an optional one that did not pay off, as LZF on noisy
+            // floats): the stored bytes are the chunk.
+            return storage.read_data_once(chunk_addr, out, "chunk");
+        }
+        // Both buffers get room for the largest stage up front, so that neither is
+        // reallocated (and its old contents copied) when the stages swap them.
+        let room = n.max(out.len().saturating_add(STAGE_SLACK));
+        let mut input = sized(pool.take(), room);
+        let mut spare = sized(pool.take(), room);
+        // Growing zeroes only the new tail; a reused buffer is truncated, not cleared.
+        input.resize(n, 0);
+        if let Err(e) = storage.read_data_once(chunk_addr, &mut input, "chunk") {
+            pool.give(input);
+            pool.give(spare);
+            return Err(e);
+        }
+        let r = self.decode_with(input, filter_mask, out, chunk_addr, &mut spare);
+        pool.give(spare);
+        pool.give(r?);
+        Ok(())
     }
 
     /// True when some filter runs on a chunk with `filter_mask`.
@@ -366,63 +357,62 @@ fn unknown(f: &FilterSpec) -> Error {
     Error::UnknownFilter { id: f.id, name }
 }
 
-/// Per-thread buffers of [`Pipeline::decode_from`].
-#[derive(Default)]
-struct Scratch {
-    /// Stored chunk bytes.
-    input: Vec<u8>,
-    /// The other stage buffer.
-    spare: Vec<u8>,
+/// The buffers [`Pipeline::decode_from`] reuses from chunk to chunk (the stored bytes and
+/// the other stage), shared by the decoding threads of one mount (its resolver holds it):
+/// a decode takes two, and gives back what it is left with. At most [`SCRATCH_TOTAL`]
+/// bytes are kept in all, none larger than [`SCRATCH_KEEP`]; a decode that finds none
+/// free allocates its own.
+#[derive(Debug, Default)]
+pub struct ScratchPool {
+    state: Mutex<PoolState>,
 }
 
-/// Bytes (capacity) of the scratch buffers all threads keep together.
-static KEPT: AtomicUsize = AtomicUsize::new(0);
+#[derive(Debug, Default)]
+struct PoolState {
+    free: Vec<Vec<u8>>,
+    /// Bytes (capacity) of `free`.
+    kept: usize,
+}
 
-/// Most bytes of scratch buffers kept by all threads together: the two buffers of six
-/// decoding threads (four FUSE threads and the prefetch pool's two, by default) for 1 MiB
-/// chunks. Without it each thread kept up to 4 MiB, 25 MiB by default and 80 MiB for a remote
-/// mount's 16 threads, outside the cache budget; threads beyond it decode into fresh
-/// buffers.
-const SCRATCH_TOTAL: usize = 14 << 20;
-
-impl Scratch {
-    /// Take both buffers (for one decode); they no longer count as kept.
-    fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
-        let (a, b) = (
-            std::mem::take(&mut self.input),
-            std::mem::take(&mut self.spare),
-        );
-        KEPT.fetch_sub(a.capacity() + b.capacity(), Ordering::Relaxed);
-        (a, b)
+impl ScratchPool {
+    /// A free buffer (the one given back last: its memory is the likeliest in cache), or an
+    /// empty one.
+    fn take(&self) -> Vec<u8> {
+        let mut st = crate::sync::lock(&self.state);
+        let v = st.free.pop().unwrap_or_default();
+        st.kept -= v.capacity();
+        v
     }
 
-    /// Keep `v` for the next chunk in an empty slot, if it is small enough
-    /// ([`SCRATCH_KEEP`]) and the threads' total allows it; else free it.
-    fn keep(&mut self, v: Vec<u8>) {
+    /// Keep `v` for a later decode if it is small enough ([`SCRATCH_KEEP`]) and the total
+    /// allows it; else free it.
+    fn give(&self, v: Vec<u8>) {
         let v = bounded(v);
         let n = v.capacity();
-        let slot = match (self.input.capacity(), self.spare.capacity()) {
-            (0, _) => &mut self.input,
-            (_, 0) => &mut self.spare,
-            _ => return,
-        };
-        if n == 0 || KEPT.fetch_add(n, Ordering::Relaxed) + n > SCRATCH_TOTAL {
-            KEPT.fetch_sub(n, Ordering::Relaxed);
+        let mut st = crate::sync::lock(&self.state);
+        if n == 0 || st.kept + n > SCRATCH_TOTAL {
             return;
         }
-        *slot = v;
+        st.kept += n;
+        st.free.push(v);
+    }
+
+    /// Bytes kept now (for tests).
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        crate::sync::lock(&self.state).kept
     }
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        self.take();
-    }
-}
+/// Most bytes of scratch buffers one pool keeps: the two buffers of six decodes at once
+/// (four FUSE threads and the prefetch pool's two, by default) for 1 MiB chunks. Without a
+/// bound, each decoding thread would keep up to 4 MiB, 80 MiB for a remote mount's 16
+/// threads, outside the cache budget.
+const SCRATCH_TOTAL: usize = 14 << 20;
 
-/// Largest scratch buffer a thread keeps between chunks: room for the common 1 MiB chunk
+/// Largest scratch buffer a pool keeps between chunks: room for the common 1 MiB chunk
 /// and its stored form. Larger chunks (16 MiB ones exist) get fresh buffers, so that every
-/// decoding thread holding two of them cannot add hundreds of MiB beyond the cache budget.
+/// decode holding two of them cannot leave hundreds of MiB beyond the cache budget.
 const SCRATCH_KEEP: usize = (2 << 20) + STAGE_SLACK;
 
 /// `v` if it can hold `room` bytes, else a vector that can. Beyond [`SCRATCH_KEEP`], `v`
@@ -455,10 +445,6 @@ fn bounded(v: Vec<u8>) -> Vec<u8> {
     } else {
         v
     }
-}
-
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
 /// [`decode_one`], with DEFLATE and SHUFFLE writing into `spare` (grown without being cleared

@@ -456,11 +456,12 @@ fn a_chunk_claiming_far_more_than_it_inflates_to_costs_what_it_inflates_to() {
 }
 
 #[test]
-fn threads_together_keep_at_most_the_scratch_total() {
+fn decodes_together_keep_at_most_the_scratch_total_and_reuse_the_buffers() {
     use crate::io::source::Memory;
     use crate::io::Storage;
-    // Twelve threads decode a 1 MiB shuffled, deflated chunk each and stay alive, holding
-    // their scratch buffers: each would keep two of about 1 MiB, 25 MiB in all.
+    // Twelve threads decode a 1 MiB shuffled, deflated chunk each at the same time, with
+    // one pool: each decode takes two buffers of about 1 MiB and gives them back, 25 MiB
+    // in all were they all kept.
     let chunk: Vec<u8> = (0..1u32 << 18)
         .flat_map(|i| (i * 7).to_le_bytes())
         .collect();
@@ -469,28 +470,31 @@ fn threads_together_keep_at_most_the_scratch_total() {
     let stored = zlib(&shuffled);
     let storage = Storage::from_source(std::sync::Arc::new(Memory::new(stored.clone(), "mem")));
     let p = pipeline_of(&[(ids::SHUFFLE, 0, vec![4]), (ids::DEFLATE, 0, vec![4])]);
+    let pool = ScratchPool::default();
     let threads = 12;
-    let decoded = std::sync::Barrier::new(threads + 1);
-    let measured = std::sync::Barrier::new(threads + 1);
+    let start = std::sync::Barrier::new(threads);
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
                 let mut out = vec![0u8; chunk.len()];
-                p.decode_from(&storage, 0, stored.len() as u64, 0, &mut out)
+                start.wait();
+                p.decode_from(&storage, 0, stored.len() as u64, 0, &mut out, &pool)
                     .unwrap();
                 assert!(out == chunk);
-                decoded.wait();
-                measured.wait();
             });
         }
-        decoded.wait();
-        let kept = KEPT.load(Ordering::Relaxed);
-        measured.wait();
-        // Not the 25 MiB twelve threads would keep on their own.
-        assert!(kept <= 16 << 20, "{kept} bytes kept");
-        assert!(
-            kept >= 2 << 20,
-            "{kept} bytes kept: the buffers are reused at all"
-        );
     });
+    let kept = pool.kept();
+    // Not the 25 MiB twelve decodes would keep on their own.
+    assert!(kept <= 16 << 20, "{kept} bytes kept");
+    assert!(
+        kept >= 2 << 20,
+        "{kept} bytes kept: the buffers are kept at all"
+    );
+    // A decode after them takes kept buffers and gives them back: the total stays.
+    let mut out = vec![0u8; chunk.len()];
+    p.decode_from(&storage, 0, stored.len() as u64, 0, &mut out, &pool)
+        .unwrap();
+    assert!(out == chunk);
+    assert_eq!(pool.kept(), kept);
 }

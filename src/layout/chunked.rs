@@ -34,7 +34,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::cache::{dataset_key, ChunkBytes, ChunkCache};
 use crate::error::{Error, Result};
-use crate::filters::Pipeline;
+use crate::filters::{Pipeline, ScratchPool};
 use crate::format::messages::layout::{
     ChunkIndexSpec, ChunkedLayout, DONT_FILTER_PARTIAL_EDGE_CHUNKS,
 };
@@ -193,6 +193,8 @@ pub(crate) struct Chunked {
     chunk_bytes: usize,
     fill: Option<Vec<u8>>,
     cache: Arc<ChunkCache>,
+    /// The buffers its decodes reuse (the mount's).
+    scratch: Arc<ScratchPool>,
     id: u64,
     /// The file's id in the cache: the high half of this dataset's cache keys.
     cache_file: u64,
@@ -267,6 +269,7 @@ impl Chunked {
             chunk_bytes: chunk_bytes as usize,
             fill: params.fill.clone(),
             cache: params.cache.clone(),
+            scratch: params.scratch.clone(),
             id,
             cache_file: params.cache_file,
             dims: params.dims.clone(),
@@ -466,8 +469,14 @@ impl Chunked {
         if raw {
             st.read_data_once(rec.addr, out, "chunk")?;
         } else {
-            self.pipeline
-                .decode_from(st, rec.addr, rec.size, rec.filter_mask, out)?;
+            self.pipeline.decode_from(
+                st,
+                rec.addr,
+                rec.size,
+                rec.filter_mask,
+                out,
+                &self.scratch,
+            )?;
         }
         drop(room);
         Ok(Some(shared))
@@ -1023,6 +1032,7 @@ mod tests {
             filters: spec.filters,
             external: None,
             cache: Arc::new(ChunkCache::new(spec.cache)),
+            scratch: Arc::default(),
             cache_id: 0x800,
             cache_file: 0,
         }
@@ -1510,6 +1520,7 @@ mod tests {
             filters: FilterPipeline::default(),
             external: None,
             cache: Arc::new(ChunkCache::new(0)),
+            scratch: Arc::default(),
             cache_id: 0x42,
             cache_file: 0,
         };

@@ -62,6 +62,8 @@ pub struct LayoutParams {
     pub external: Option<external::ExternalFiles>,
     /// The shared chunk cache.
     pub cache: Arc<ChunkCache>,
+    /// The buffers decodes reuse, shared like the cache.
+    pub scratch: Arc<crate::filters::ScratchPool>,
     /// Id of the dataset within its file (its object header address; also named in errors).
     pub cache_id: u64,
     /// Id of the dataset's file within the cache ([`ChunkCache::new_file_id`]).
@@ -461,6 +463,7 @@ mod tests {
                 filters,
                 external,
                 cache: cache.clone(),
+                scratch: Arc::default(),
                 cache_id: n as u64,
                 cache_file: 0,
             };
@@ -518,6 +521,7 @@ mod tests {
             filters: FilterPipeline::default(),
             external: None,
             cache: Arc::new(ChunkCache::new(0)),
+            scratch: Arc::default(),
             cache_id: 0x1234,
             cache_file: 0,
         }

@@ -498,6 +498,7 @@ impl Described {
             filters: self.pipeline.clone(),
             external,
             cache: file.chunk_cache().clone(),
+            scratch: file.scratch(),
             cache_id: id.0,
             cache_file: file.cache_file(),
         })

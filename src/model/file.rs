@@ -292,6 +292,14 @@ impl File {
         }
     }
 
+    /// The buffers its chunk decodes reuse: its resolver's (a pool of its own once the
+    /// resolver is gone).
+    pub fn scratch(&self) -> Arc<crate::filters::ScratchPool> {
+        self.resolver()
+            .map(|r| r.scratch().clone())
+            .unwrap_or_default()
+    }
+
     /// This file's index in its resolver.
     pub fn idx(&self) -> FileIdx {
         self.idx

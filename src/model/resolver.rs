@@ -196,6 +196,8 @@ pub struct Resolver {
     opens: AtomicU64,
     evictions: AtomicU64,
     origin: Option<Arc<dyn Opener>>,
+    /// The buffers its files' chunk decodes reuse.
+    scratch: Arc<crate::filters::ScratchPool>,
     /// Background listings of its files' groups running now ([`Resolver::begin_crawl`]).
     crawls: Arc<AtomicUsize>,
     /// Itself, handed to the files it opens (they hold it weakly: the resolver owns them).
@@ -256,6 +258,7 @@ impl Resolver {
             opens: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             origin: opts.origin,
+            scratch: Arc::default(),
             crawls: Arc::default(),
             me: me.clone(),
         })
@@ -312,6 +315,11 @@ impl Resolver {
     pub(crate) fn begin_crawl(&self) -> Option<CrawlSlot> {
         let slot = CrawlSlot(self.crawls.clone());
         (self.crawls.fetch_add(1, Ordering::AcqRel) < super::file::MAX_CRAWLS).then_some(slot)
+    }
+
+    /// The buffers every file's chunk decodes reuse.
+    pub fn scratch(&self) -> &Arc<crate::filters::ScratchPool> {
+        &self.scratch
     }
 
     /// The chunk cache every file decodes into.
