@@ -359,9 +359,9 @@ fn unknown(f: &FilterSpec) -> Error {
 
 /// The buffers [`Pipeline::decode_from`] reuses from chunk to chunk (the stored bytes and
 /// the other stage), shared by the decoding threads of one mount (its resolver holds it):
-/// a decode takes two, and gives back what it is left with. At most [`SCRATCH_TOTAL`]
-/// bytes are kept in all, none larger than [`SCRATCH_KEEP`]; a decode that finds none
-/// free allocates its own.
+/// a decode takes two, and gives back what it is left with. At most 14 MiB are kept in
+/// all, none larger than room for a 1 MiB chunk and its stored form; a decode that finds
+/// none free allocates its own.
 #[derive(Debug, Default)]
 pub struct ScratchPool {
     state: Mutex<PoolState>,
