@@ -555,24 +555,28 @@ impl File {
     /// they lead to. Empty for a group whose links are cached, and when the header cannot
     /// be read.
     pub fn index_heads(&self, id: ObjectId) -> Vec<super::Piece> {
-        if lock(&self.links).contains(id.0) {
-            return Vec::new();
-        }
-        match self.header(id) {
-            Ok(h) => super::pieces::heads(self, &h),
-            Err(_) => Vec::new(),
-        }
+        self.pieces_of(id, super::pieces::heads)
     }
 
     /// What the indexes [`File::index_heads`] names lead to (an old-style group's symbol
     /// table nodes and heap data, a chunk index's first level below its header; see
     /// `pieces`), read from them, for a hint that names those of many objects together.
     pub fn index_pieces(&self, id: ObjectId) -> Vec<super::Piece> {
+        self.pieces_of(id, super::pieces::pieces)
+    }
+
+    /// What `find` names of object `id` from its header: nothing for a group whose links
+    /// are cached, or when the header cannot be read.
+    fn pieces_of(
+        &self,
+        id: ObjectId,
+        find: fn(&File, &ObjectHeader) -> Vec<super::Piece>,
+    ) -> Vec<super::Piece> {
         if lock(&self.links).contains(id.0) {
             return Vec::new();
         }
         match self.header(id) {
-            Ok(h) => super::pieces::pieces(self, &h),
+            Ok(h) => find(self, &h),
             Err(_) => Vec::new(),
         }
     }

@@ -126,6 +126,27 @@ pub struct Node {
 }
 
 impl Node {
+    /// Node `ino` standing for `kind`, found as `name` in `parent` (made now: not from
+    /// before a refresh).
+    fn child(
+        parent: &Node,
+        name: &str,
+        ino: u64,
+        file: FileIdx,
+        anchor: Option<Arc<Anchor>>,
+        kind: NodeKind,
+    ) -> Node {
+        Node {
+            ino,
+            parent: parent.ino,
+            path: join_path(&parent.path, name),
+            file,
+            anchor,
+            kind,
+            before_refresh: false,
+        }
+    }
+
     /// The object this node stands for, if it is one (the root group of a [`NodeKind::FileRoot`]
     /// is known only once its file is open: see `H5Fs::object_of`).
     pub fn object(&self) -> Option<ObjectId> {
@@ -570,23 +591,15 @@ impl InodeTable {
             }
             ino
         };
-        let path = join_path(&parent.path, name);
-        let anchor = matches!(kind, NodeKind::FileRoot { .. }).then(|| {
-            Arc::new(Anchor {
+        let mut node = Node::child(parent, name, ino, file, None, kind);
+        if matches!(node.kind, NodeKind::FileRoot { .. }) {
+            node.anchor = Some(Arc::new(Anchor {
                 file_name: rel.to_string_lossy().into_owned(),
                 h5_path: "/".to_string(),
-                mount_path: path.clone(),
-            })
-        });
-        self.made(Node {
-            ino,
-            parent: parent.ino,
-            path,
-            file,
-            anchor,
-            kind,
-            before_refresh: false,
-        })
+                mount_path: node.path.clone(),
+            }));
+        }
+        self.made(node)
     }
 
     /// The known [`NodeKind::FileRoot`] node of file `file`, if it has one.
@@ -630,15 +643,14 @@ impl InodeTable {
                 ino
             }
         };
-        self.made(Node {
+        self.made(Node::child(
+            parent,
+            name,
             ino,
-            parent: parent.ino,
-            path: join_path(&parent.path, name),
             file,
             anchor,
-            kind: NodeKind::Object(id),
-            before_refresh: false,
-        })
+            NodeKind::Object(id),
+        ))
     }
 
     /// The object a number worked out from an address stands for (see the module docs); `None`
@@ -665,15 +677,14 @@ impl InodeTable {
             }
             ino
         };
-        self.made(Node {
+        self.made(Node::child(
+            parent,
+            name,
             ino,
-            parent: parent.ino,
-            path: join_path(&parent.path, name),
-            file: parent.file,
-            anchor: parent.anchor.clone(),
-            kind: NodeKind::Symlink { target },
-            before_refresh: false,
-        })
+            parent.file,
+            parent.anchor.clone(),
+            NodeKind::Symlink { target },
+        ))
     }
 
     /// The node handed out to the kernel once more (a lookup's answer or a `readdirplus`
@@ -757,15 +768,14 @@ impl InodeTable {
     /// Node `old` (an object's, made before a refresh) as found now: `name` in `parent`,
     /// the same number.
     pub fn rebind(&self, old: &Node, parent: &Node, name: &str) -> Arc<Node> {
-        let node = Node {
-            ino: old.ino,
-            parent: parent.ino,
-            path: join_path(&parent.path, name),
-            file: old.file,
-            anchor: old.anchor.clone(),
-            kind: old.kind.clone(),
-            before_refresh: false,
-        };
+        let node = Node::child(
+            parent,
+            name,
+            old.ino,
+            old.file,
+            old.anchor.clone(),
+            old.kind.clone(),
+        );
         let mut t = self.write();
         let Some(was) = t.store.get(old.ino).map(|r| r.parent) else {
             return Arc::new(node);
