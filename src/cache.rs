@@ -20,13 +20,15 @@
 //! handed to the reserving loader as its result buffer when the sizes match, so a streaming
 //! reader recycles the same few buffers instead of mapping and faulting in fresh ones.
 
+pub mod budget;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
 use crate::error::{Error, Result};
-use crate::layout::chunk_index::budget::IndexBudget;
+use budget::IndexBudget;
 use crate::sync::flight::{on_panic, Flights, Role};
 use crate::sync::lock;
 

@@ -22,7 +22,6 @@
 
 pub mod btree_v1;
 pub mod btree_v2;
-pub mod budget;
 pub mod extensible_array;
 pub mod fixed_array;
 pub mod implicit;
@@ -75,7 +74,7 @@ pub struct IndexParams {
     /// Layout flags (v4/v5).
     pub layout_flags: u8,
     /// What the index's caches may keep, shared by the mount's indexes.
-    pub budget: std::sync::Arc<budget::IndexBudget>,
+    pub budget: std::sync::Arc<crate::cache::budget::IndexBudget>,
 }
 
 impl IndexParams {
@@ -836,7 +835,7 @@ mod tests {
             .unwrap();
         assert!(st.success(), "writing the files failed");
         // The budget of a mount with the default `--cache-size` (256 MiB).
-        let budget = std::sync::Arc::new(budget::IndexBudget::for_cache(256 << 20));
+        let budget = std::sync::Arc::new(crate::cache::budget::IndexBudget::for_cache(256 << 20));
         for name in ["bt1", "bt2", "fa", "ea"] {
             let h5 = dir.path().join(name).with_extension("h5");
             let d: Value =

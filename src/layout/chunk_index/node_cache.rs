@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use super::budget::{IndexBudget, Weigh, ENTRY_OVERHEAD};
+use crate::cache::budget::{IndexBudget, Weigh, ENTRY_OVERHEAD};
 use crate::error::{Error, Result};
 use crate::sync::flight::{on_panic, Flights, Role};
 use crate::sync::lock;
