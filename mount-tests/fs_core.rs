@@ -1140,7 +1140,6 @@ fn dataset_xattrs_describe_it_and_follow_the_size_protocol() {
         "user.h5.nope",
         "user.nope",
         "user.",
-        "security.selinux",
         "system.posix_acl_access",
         "trusted.h5.dtype",
         "h5.dtype",
@@ -1160,6 +1159,21 @@ fn dataset_xattrs_describe_it_and_follow_the_size_protocol() {
         errno(fs.getxattr(ino, OsStr::from_bytes(b"user.\xff"), 0)),
         libc::ENODATA
     );
+    // No security labels: the namespace is not supported, so `ls -l` stops asking.
+    for label in ["security.selinux", "security.capability", "security."] {
+        for size in [0, 100] {
+            assert_eq!(
+                errno(fs.getxattr(ino, os(label), size)),
+                libc::EOPNOTSUPP,
+                "{label}"
+            );
+        }
+        assert_eq!(
+            errno(fs.getxattr(ROOT_INO, os(label), 100)),
+            libc::EOPNOTSUPP,
+            "{label} of the root"
+        );
+    }
     assert_eq!(errno(fs.getxattr(987_654_321, shape, 0)), libc::ENOENT);
     assert_eq!(errno(fs.listxattr(987_654_321, 0)), libc::ENOENT);
 

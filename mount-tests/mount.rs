@@ -738,6 +738,47 @@ fn mutations_are_erofs() {
     f.read_to_end(&mut v).unwrap();
 }
 
+/// `ls -l` asks for every file's SELinux label; the mount answers that it has none
+/// (EOPNOTSUPP, not ENODATA), and `ls` then stops asking for the rest of the directory: a
+/// second `ls -l` (the kernel keeps the ACL answers) costs a round trip or two, not one per
+/// entry.
+#[test]
+fn ls_l_asks_for_security_labels_once_not_per_file() {
+    let (name, group, n) = files(manifest())
+        .into_iter()
+        .flat_map(|(name, objs)| {
+            objs.into_iter()
+                .filter(|(p, o)| o["kind"] == "group" && path_showable(p))
+                .map(|(p, o)| {
+                    let n = o["links"]
+                        .as_array()
+                        .map_or(0, |l| l.iter().filter(|x| x.as_str().is_some_and(showable)).count());
+                    (name.clone(), p, n)
+                })
+                .collect::<Vec<_>>()
+        })
+        .max_by_key(|(_, _, n)| *n)
+        .expect("a group");
+    assert!(n >= 8, "the corpus's largest group has {n} entries");
+    let m = Mount::background(&data_file(&name), &[]);
+    let dir = m.at(&group);
+    assert_eq!(
+        getxattr(&dir, "security.selinux"),
+        Err(libc::EOPNOTSUPP),
+        "no security labels"
+    );
+    let ls = || {
+        let out = Command::new("ls").arg("-l").arg(&dir).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    ls();
+    let before = harness::stats(&m)["op_getxattr"];
+    ls();
+    let asked = harness::stats(&m)["op_getxattr"] - before;
+    // The statistics read itself is one getxattr.
+    assert!(asked <= 3, "{asked} getxattr requests for `ls -l` of {n} entries");
+}
+
 #[test]
 fn eight_threads_read_random_ranges_at_once() {
     let man = manifest();

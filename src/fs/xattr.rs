@@ -10,12 +10,20 @@
 //! kernel's 255-byte xattr name limit, is not shown.
 //!
 //! The kernel caps xattr values and name lists at 64 KiB; larger ones answer `E2BIG`.
+//!
+//! Names of the `security.` namespace (SELinux and SMACK labels, file capabilities) answer
+//! `EOPNOTSUPP`: the filesystem has no security labels. `ls -l` asks for every file's
+//! SELinux label; told that the filesystem does not support them, it stops asking for the
+//! other files of the same device, which saves a round trip per file listed. Every other
+//! missing name, ACL names included (the kernel caches each inode's answer), is `ENODATA`.
 
 use super::error::{FsError, FsResult};
 use crate::model::{Attribute, DatasetInfo};
 
 /// Prefix of every name we serve.
 pub const USER: &str = "user.";
+/// Prefix of the namespace the filesystem does not support (answered `EOPNOTSUPP`).
+pub const SECURITY: &str = "security.";
 /// Prefix of the dataset-description names.
 pub const H5: &str = "user.h5.";
 /// Longest xattr name the kernel accepts.
