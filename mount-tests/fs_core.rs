@@ -1140,7 +1140,8 @@ fn dataset_xattrs_describe_it_and_follow_the_size_protocol() {
         "user.h5.nope",
         "user.nope",
         "user.",
-        "system.posix_acl_access",
+        "system.posix_acl",
+        "system.posix_acl_access2",
         "trusted.h5.dtype",
         "h5.dtype",
     ] {
@@ -1159,8 +1160,14 @@ fn dataset_xattrs_describe_it_and_follow_the_size_protocol() {
         errno(fs.getxattr(ino, OsStr::from_bytes(b"user.\xff"), 0)),
         libc::ENODATA
     );
-    // No security labels: the namespace is not supported, so `ls -l` stops asking.
-    for label in ["security.selinux", "security.capability", "security."] {
+    // No security labels or ACLs: not supported, so `ls -l` stops asking.
+    for label in [
+        "security.selinux",
+        "security.capability",
+        "security.",
+        "system.posix_acl_access",
+        "system.posix_acl_default",
+    ] {
         for size in [0, 100] {
             assert_eq!(
                 errno(fs.getxattr(ino, os(label), size)),

@@ -15,7 +15,8 @@
 //! A walk pays as few round trips as the kernel allows: directories are opened by the kernel
 //! alone where it can (`FUSE_NO_OPENDIR_SUPPORT`), their listings are kept in its page cache,
 //! entries and attributes come with the listing (`readdirplus`) and live long
-//! ([`H5Fs::ttl`]), and with POSIX ACLs on the kernel remembers that an inode has none.
+//! ([`H5Fs::ttl`]), and `ls -l` learns at its first file that there are no security labels
+//! or ACLs to ask for (`super::xattr`).
 //! When the file is re-read while mounted (`super::refresh`), a [`Notifier`] tells the kernel
 //! which of those cached entries, attributes and pages to drop. The kernel's `forget` (and
 //! `batch_forget`, which fuser splits into single forgets) gives back its counts of the inodes
@@ -221,7 +222,6 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
         core: core.clone(),
         threads: opts.threads.max(1),
         max_request: opts.max_request.clamp(DEFAULT_MAX_REQUEST, LARGEST_REQUEST),
-        default_permissions: opts.default_permissions,
         kernel_opendir: true,
         gate: Gate::new(opts.threads.max(1)),
         #[cfg(feature = "bench-ceiling")]
@@ -285,8 +285,6 @@ pub struct FuseFs {
     threads: usize,
     /// The largest request asked for at `init`, in bytes.
     max_request: u32,
-    /// The kernel checks permissions itself (`default_permissions`).
-    default_permissions: bool,
     /// Directories are opened by the kernel alone (see `init`): `opendir` answers `ENOSYS`.
     kernel_opendir: bool,
     /// Which thread waits for the next request ([`super::gate`]).
@@ -385,12 +383,9 @@ impl Filesystem for FuseFs {
         self.kernel_opendir = config
             .capabilities()
             .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
-        // With POSIX ACLs on, the kernel caches each inode's answer to the ACL queries of
-        // `ls -l` (none here) instead of asking again on every call. It also turns
-        // `default_permissions` on, so only when the mount checks permissions that way.
-        if self.default_permissions {
-            let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL);
-        }
+        // POSIX ACLs stay off: the ACL queries of `ls -l` reach the daemon, which answers
+        // that the filesystem has none (EOPNOTSUPP, see `super::xattr`), and `ls` stops
+        // asking; the kernel checks permissions against the modes alone.
         Ok(())
     }
 

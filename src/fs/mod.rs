@@ -780,8 +780,8 @@ impl H5Fs {
     /// `getxattr`: the value of `name` (size query when `size` is 0); on the root,
     /// [`stats::STATS_XATTR`] is the mount's statistics, whatever the root group holds.
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
-        if name.as_encoded_bytes().starts_with(xattr::SECURITY.as_bytes()) {
-            // No security labels here (see `xattr`): `ls -l` then stops asking.
+        if xattr::unsupported(name) {
+            // No security labels or ACLs here (see `xattr`): `ls -l` then stops asking.
             return Err(FsError::Errno(libc::EOPNOTSUPP));
         }
         let zarr = self.zarr().filter(|_| zarr::is_zarr_ino(ino));

@@ -11,11 +11,13 @@
 //!
 //! The kernel caps xattr values and name lists at 64 KiB; larger ones answer `E2BIG`.
 //!
-//! Names of the `security.` namespace (SELinux and SMACK labels, file capabilities) answer
-//! `EOPNOTSUPP`: the filesystem has no security labels. `ls -l` asks for every file's
-//! SELinux label; told that the filesystem does not support them, it stops asking for the
-//! other files of the same device, which saves a round trip per file listed. Every other
-//! missing name, ACL names included (the kernel caches each inode's answer), is `ENODATA`.
+//! Names of the `security.` namespace (SELinux and SMACK labels, file capabilities) and the
+//! POSIX ACL names (`system.posix_acl_access`, `system.posix_acl_default`) answer
+//! `EOPNOTSUPP`: the filesystem has no security labels and no ACLs (permissions are the
+//! modes shown, which the kernel checks itself). `ls -l` asks for every file's SELinux label
+//! and ACL; told that the filesystem supports neither, it stops asking for the other files
+//! of the same device, which saves two or three round trips per file listed. Any other
+//! missing name is `ENODATA`.
 
 use super::error::{FsError, FsResult};
 use crate::model::{Attribute, DatasetInfo};
@@ -24,6 +26,15 @@ use crate::model::{Attribute, DatasetInfo};
 pub const USER: &str = "user.";
 /// Prefix of the namespace the filesystem does not support (answered `EOPNOTSUPP`).
 pub const SECURITY: &str = "security.";
+/// The POSIX ACL names (answered `EOPNOTSUPP`).
+pub const ACL_NAMES: [&str; 2] = ["system.posix_acl_access", "system.posix_acl_default"];
+
+/// Whether `name` is of what the filesystem does not support at all (security labels,
+/// ACLs), answered `EOPNOTSUPP` rather than `ENODATA` (see the module docs).
+pub fn unsupported(name: &std::ffi::OsStr) -> bool {
+    let b = name.as_encoded_bytes();
+    b.starts_with(SECURITY.as_bytes()) || ACL_NAMES.iter().any(|a| b == a.as_bytes())
+}
 /// Prefix of the dataset-description names.
 pub const H5: &str = "user.h5.";
 /// Longest xattr name the kernel accepts.
