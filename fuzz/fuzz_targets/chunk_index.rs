@@ -96,6 +96,8 @@ fuzz_target!(|data: &[u8]| {
         filtered,
         layout_version,
         layout_flags,
+        // The index budget of a mount with the default `--cache-size` (256 MiB).
+        budget: std::sync::Arc::new(h5mount::cache::budget::IndexBudget::for_cache(256 << 20)),
     };
     let Ok(index) = chunk_index::open(&spec, params) else {
         return;
