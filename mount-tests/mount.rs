@@ -749,9 +749,11 @@ fn ls_l_asks_for_labels_and_acls_once_not_per_file() {
             objs.into_iter()
                 .filter(|(p, o)| o["kind"] == "group" && path_showable(p))
                 .map(|(p, o)| {
-                    let n = o["links"]
-                        .as_array()
-                        .map_or(0, |l| l.iter().filter(|x| x.as_str().is_some_and(showable)).count());
+                    let n = o["links"].as_array().map_or(0, |l| {
+                        l.iter()
+                            .filter(|x| x.as_str().is_some_and(showable))
+                            .count()
+                    });
                     (name.clone(), p, n)
                 })
                 .collect::<Vec<_>>()
@@ -768,7 +770,11 @@ fn ls_l_asks_for_labels_and_acls_once_not_per_file() {
     );
     let ls = || {
         let out = Command::new("ls").arg("-l").arg(&dir).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     assert_eq!(
         getxattr(&dir, "system.posix_acl_access"),

@@ -28,9 +28,9 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use crate::error::{Error, Result};
-use budget::IndexBudget;
 use crate::sync::flight::{on_panic, Flights, Role};
 use crate::sync::lock;
+use budget::IndexBudget;
 
 /// Cache key: (file id from [`ChunkCache::new_file_id`] in the high 64 bits and the
 /// dataset's object header address in the low ones, linear chunk number).
