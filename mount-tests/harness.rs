@@ -151,8 +151,15 @@ pub fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
 
 /// Pid of the background daemon serving `mountpoint` (found by its command line).
 pub fn daemon_pid(mountpoint: &Path) -> Option<i32> {
+    daemon_pids(mountpoint).into_iter().next()
+}
+
+/// Pids of every background daemon started for `mountpoint` (found by their command lines).
+#[allow(dead_code)]
+pub fn daemon_pids(mountpoint: &Path) -> Vec<i32> {
     let mp = mountpoint.as_os_str().as_encoded_bytes().to_vec();
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
@@ -161,10 +168,10 @@ pub fn daemon_pid(mountpoint: &Path) -> Option<i32> {
         };
         let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
         if args.contains(&b"--daemon-child".as_slice()) && args.contains(&mp.as_slice()) {
-            return Some(pid);
+            pids.push(pid);
         }
     }
-    None
+    pids
 }
 
 /// True if `pid` has exited (gone, or a zombie nobody reaps).

@@ -39,6 +39,55 @@ fn background_mode_returns_ready_and_sigterm_unmounts() {
     );
 }
 
+/// A daemon that ends after its mount was unmounted from outside leaves alone whatever is
+/// mounted on the same directory by then (fuser's own clean-up unmounted the path again,
+/// taking down a new mount there). The first daemon is held stopped until the second
+/// mount answers, so the order is certain.
+#[test]
+fn an_ending_daemon_leaves_a_new_mount_of_its_directory_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = harness::empty_h5(tmp.path());
+    let dir = tmp.path().join("mnt");
+    fs::create_dir(&dir).unwrap();
+    let mount = |other: Option<i32>| {
+        let out = harness::run(&[file.as_os_str(), dir.as_os_str()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        harness::daemon_pids(&dir)
+            .into_iter()
+            .find(|&p| Some(p) != other)
+            .expect("the daemon's pid")
+    };
+    let first = mount(None);
+    let first_pid = nix::unistd::Pid::from_raw(first);
+    nix::sys::signal::kill(first_pid, Signal::SIGSTOP).unwrap();
+    // Unmounted from outside while its daemon cannot act.
+    let st = Command::new("fusermount3").arg("-u").arg(&dir).status();
+    if !st.is_ok_and(|s| s.success()) {
+        assert!(Command::new("umount").arg(&dir).status().unwrap().success());
+    }
+    assert!(harness::wait_for(|| !is_mounted(&dir)));
+    let second = mount(Some(first));
+    nix::sys::signal::kill(first_pid, Signal::SIGCONT).unwrap();
+    assert!(
+        harness::wait_for(|| harness::pid_gone(first)),
+        "the first daemon ended"
+    );
+    assert!(
+        is_mounted(&dir),
+        "the new mount was taken down by the old daemon"
+    );
+    assert_eq!(fs::metadata(&dir).unwrap().ino(), 1);
+    let st = Command::new("fusermount3").arg("-u").arg(&dir).status();
+    if !st.is_ok_and(|s| s.success()) {
+        assert!(Command::new("umount").arg(&dir).status().unwrap().success());
+    }
+    assert!(harness::wait_for(|| harness::pid_gone(second)));
+}
+
 #[test]
 fn foreground_sigterm_and_sigint_exit_0() {
     let tmp = tempfile::tempdir().unwrap();

@@ -110,7 +110,14 @@ pub struct Mounted {
     /// Where it is mounted, when `fusermount3` mounted it (see [`super::fusermount`]): it is
     /// unmounted the same way.
     by_helper: Option<std::path::PathBuf>,
+    /// Where it is mounted.
+    path: std::path::PathBuf,
+    /// Set (and rung) by `destroy` when the session ends.
+    ended: Ended,
 }
+
+/// Whether the session has ended, and the bell `destroy` rings then.
+type Ended = Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
 
 /// Sends cache invalidations to the kernel for a mounted session (from any thread, never
 /// from inside a request handler: the kernel may wait for that request to finish).
@@ -144,7 +151,9 @@ impl Notifier {
 
 /// Unmounts a running session from another thread.
 pub enum Unmounter {
-    Fuser(fuser::SessionUnmounter),
+    /// Mounted by fuser: by the kernel call itself (as root) or through the helper.
+    Direct(std::path::PathBuf),
+    /// Mounted through `fusermount3` by h5mount, for a user who cannot open /dev/fuse.
     Helper(std::path::PathBuf),
 }
 
@@ -152,7 +161,12 @@ impl Unmounter {
     /// Unmount (the running session then ends).
     pub fn unmount(&mut self) -> io::Result<()> {
         match self {
-            Unmounter::Fuser(u) => u.unmount(),
+            Unmounter::Direct(path) => match nix::mount::umount(path.as_path()) {
+                Ok(()) => Ok(()),
+                // Not root: the helper unmounts what it mounted for this user.
+                Err(nix::errno::Errno::EPERM) => super::fusermount::unmount(path, false),
+                Err(e) => Err(e.into()),
+            },
             Unmounter::Helper(path) => super::fusermount::unmount(path, false),
         }
     }
@@ -163,7 +177,7 @@ impl Mounted {
     pub fn unmounter(&mut self) -> Unmounter {
         match &self.by_helper {
             Some(path) => Unmounter::Helper(path.clone()),
-            None => Unmounter::Fuser(self.session.unmount_callable()),
+            None => Unmounter::Direct(self.path.clone()),
         }
     }
 
@@ -183,8 +197,37 @@ impl Mounted {
     }
 
     /// Serve requests until the filesystem is unmounted.
+    ///
+    /// A session fuser mounted itself unmounts its mount point when it is dropped, whatever
+    /// is mounted there by then: after an unmount from outside (`fusermount3 -u`, `umount`)
+    /// that can already be a new mount of the same directory, which it would take down. So
+    /// the session runs on its own thread, holding the mount, and once it has ended both are
+    /// forgotten rather than dropped (the process exits next; the kernel has ended the
+    /// connection already).
     pub fn run(self) -> io::Result<()> {
-        self.session.run()
+        if self.by_helper.is_some() {
+            // Wrapping a descriptor it did not mount, fuser unmounts nothing.
+            return self.session.run();
+        }
+        let ended = self.ended.clone();
+        let bg = self.session.spawn()?;
+        {
+            let (lock, bell) = &*ended;
+            let mut done = crate::sync::lock(lock);
+            while !*done && !bg.guard.is_finished() {
+                // `destroy` rings at the end of a session; the bound covers one that ends
+                // without it (an error).
+                done = match bell.wait_timeout(done, std::time::Duration::from_millis(100)) {
+                    Ok((d, _)) => d,
+                    Err(poisoned) => poisoned.into_inner().0,
+                };
+            }
+        }
+        while !bg.guard.is_finished() {
+            std::thread::yield_now();
+        }
+        std::mem::forget(bg);
+        Ok(())
     }
 }
 
@@ -218,12 +261,14 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
     let core = Arc::new(fs);
+    let ended: Ended = Arc::default();
     let adapter = FuseFs {
         core: core.clone(),
         threads: opts.threads.max(1),
         max_request: opts.max_request.clamp(DEFAULT_MAX_REQUEST, LARGEST_REQUEST),
         kernel_opendir: true,
         gate: Gate::new(opts.threads.max(1)),
+        ended: ended.clone(),
         #[cfg(feature = "bench-ceiling")]
         ceiling: super::ceiling::Ceiling::from_env(),
     };
@@ -269,6 +314,8 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
             session,
             core,
             by_helper: Some(mountpoint.to_path_buf()),
+            path: mountpoint.to_path_buf(),
+            ended,
         });
     }
     let session = fuser::Session::new(adapter, mountpoint, &config)?;
@@ -276,6 +323,8 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
         session,
         core,
         by_helper: None,
+        path: mountpoint.to_path_buf(),
+        ended,
     })
 }
 
@@ -289,6 +338,8 @@ pub struct FuseFs {
     kernel_opendir: bool,
     /// Which thread waits for the next request ([`super::gate`]).
     gate: Gate,
+    /// Rung by `destroy` (see [`Mounted::run`]).
+    ended: Ended,
     #[cfg(feature = "bench-ceiling")]
     ceiling: Option<super::ceiling::Ceiling>,
 }
@@ -387,6 +438,12 @@ impl Filesystem for FuseFs {
         // that the filesystem has none (EOPNOTSUPP, see `super::xattr`), and `ls` stops
         // asking; the kernel checks permissions against the modes alone.
         Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let (lock, bell) = &*self.ended;
+        *crate::sync::lock(lock) = true;
+        bell.notify_all();
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
