@@ -27,12 +27,15 @@ def main():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None, host="127.0.0.1") as cluster, \
             Client(cluster) as client:
+        # Both worker processes must be up before the work is handed out; counted then (the
+        # scheduler's view after the work can lag, and a busy machine showed 0 there).
+        client.wait_for_workers(2, timeout=300)
+        workers = len(client.nthreads())
         ds = xr.open_dataset("reference://", engine="zarr", chunks={},
                              backend_kwargs={"storage_options": opts, "consolidated": True})
         arr = ds[var]
         assert arr.chunks is not None, "not a dask array"
         got = float(client.compute(arr.astype("f8").sum()).result())
-        workers = len(client.scheduler_info()["workers"])
     want = float(np.asarray(h5py.File(src, "r")[var][()], dtype="f8").sum())
     if workers != 2 or not np.isclose(got, want, rtol=1e-12, atol=0):
         print("differ: %r != %r (workers %d)" % (got, want, workers))
