@@ -61,14 +61,28 @@ fn an_ending_daemon_leaves_a_new_mount_of_its_directory_alone() {
             .find(|&p| Some(p) != other)
             .expect("the daemon's pid")
     };
+    let unmount_outside = || {
+        let st = Command::new("fusermount3").arg("-u").arg(&dir).status();
+        if !st.is_ok_and(|s| s.success()) {
+            assert!(Command::new("umount").arg(&dir).status().unwrap().success());
+        }
+    };
     let first = mount(None);
     let first_pid = nix::unistd::Pid::from_raw(first);
+    // Whatever happens below: the first daemon goes on, and the directory is unmounted.
+    struct Cleanup<'a>(nix::unistd::Pid, &'a Path);
+    impl Drop for Cleanup<'_> {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(self.0, Signal::SIGCONT);
+            if is_mounted(self.1) {
+                let _ = Command::new("fusermount3").arg("-uz").arg(self.1).status();
+            }
+        }
+    }
+    let _cleanup = Cleanup(first_pid, &dir);
     nix::sys::signal::kill(first_pid, Signal::SIGSTOP).unwrap();
     // Unmounted from outside while its daemon cannot act.
-    let st = Command::new("fusermount3").arg("-u").arg(&dir).status();
-    if !st.is_ok_and(|s| s.success()) {
-        assert!(Command::new("umount").arg(&dir).status().unwrap().success());
-    }
+    unmount_outside();
     assert!(harness::wait_for(|| !is_mounted(&dir)));
     let second = mount(Some(first));
     nix::sys::signal::kill(first_pid, Signal::SIGCONT).unwrap();
@@ -81,10 +95,7 @@ fn an_ending_daemon_leaves_a_new_mount_of_its_directory_alone() {
         "the new mount was taken down by the old daemon"
     );
     assert_eq!(fs::metadata(&dir).unwrap().ino(), 1);
-    let st = Command::new("fusermount3").arg("-u").arg(&dir).status();
-    if !st.is_ok_and(|s| s.success()) {
-        assert!(Command::new("umount").arg(&dir).status().unwrap().success());
-    }
+    unmount_outside();
     assert!(harness::wait_for(|| harness::pid_gone(second)));
 }
 

@@ -112,12 +112,7 @@ pub struct Mounted {
     by_helper: Option<std::path::PathBuf>,
     /// Where it is mounted.
     path: std::path::PathBuf,
-    /// Set (and rung) by `destroy` when the session ends.
-    ended: Ended,
 }
-
-/// Whether the session has ended, and the bell `destroy` rings then.
-type Ended = Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
 
 /// Sends cache invalidations to the kernel for a mounted session (from any thread, never
 /// from inside a request handler: the kernel may wait for that request to finish).
@@ -201,33 +196,20 @@ impl Mounted {
     /// A session fuser mounted itself unmounts its mount point when it is dropped, whatever
     /// is mounted there by then: after an unmount from outside (`fusermount3 -u`, `umount`)
     /// that can already be a new mount of the same directory, which it would take down. So
-    /// the session runs on its own thread, holding the mount, and once it has ended both are
-    /// forgotten rather than dropped (the process exits next; the kernel has ended the
-    /// connection already).
+    /// the session runs on its own thread, the background session holding the mount; its
+    /// thread is joined and the rest is forgotten rather than dropped (the process exits
+    /// next; the kernel has ended the connection already).
     pub fn run(self) -> io::Result<()> {
         if self.by_helper.is_some() {
             // Wrapping a descriptor it did not mount, fuser unmounts nothing.
             return self.session.run();
         }
-        let ended = self.ended.clone();
-        let bg = self.session.spawn()?;
-        {
-            let (lock, bell) = &*ended;
-            let mut done = crate::sync::lock(lock);
-            while !*done && !bg.guard.is_finished() {
-                // `destroy` rings at the end of a session; the bound covers one that ends
-                // without it (an error).
-                done = match bell.wait_timeout(done, std::time::Duration::from_millis(100)) {
-                    Ok((d, _)) => d,
-                    Err(poisoned) => poisoned.into_inner().0,
-                };
-            }
-        }
-        while !bg.guard.is_finished() {
-            std::thread::yield_now();
-        }
+        let mut bg = self.session.spawn()?;
+        let session = std::mem::replace(&mut bg.guard, std::thread::spawn(|| Ok(())));
         std::mem::forget(bg);
-        Ok(())
+        session
+            .join()
+            .map_err(|_| io::Error::other("the FUSE session thread panicked"))?
     }
 }
 
@@ -261,14 +243,12 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
     let core = Arc::new(fs);
-    let ended: Ended = Arc::default();
     let adapter = FuseFs {
         core: core.clone(),
         threads: opts.threads.max(1),
         max_request: opts.max_request.clamp(DEFAULT_MAX_REQUEST, LARGEST_REQUEST),
         kernel_opendir: true,
         gate: Gate::new(opts.threads.max(1)),
-        ended: ended.clone(),
         #[cfg(feature = "bench-ceiling")]
         ceiling: super::ceiling::Ceiling::from_env(),
     };
@@ -315,7 +295,6 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
             core,
             by_helper: Some(mountpoint.to_path_buf()),
             path: mountpoint.to_path_buf(),
-            ended,
         });
     }
     let session = fuser::Session::new(adapter, mountpoint, &config)?;
@@ -324,7 +303,6 @@ pub fn mount(fs: H5Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mou
         core,
         by_helper: None,
         path: mountpoint.to_path_buf(),
-        ended,
     })
 }
 
@@ -338,8 +316,6 @@ pub struct FuseFs {
     kernel_opendir: bool,
     /// Which thread waits for the next request ([`super::gate`]).
     gate: Gate,
-    /// Rung by `destroy` (see [`Mounted::run`]).
-    ended: Ended,
     #[cfg(feature = "bench-ceiling")]
     ceiling: Option<super::ceiling::Ceiling>,
 }
@@ -438,12 +414,6 @@ impl Filesystem for FuseFs {
         // that the filesystem has none (EOPNOTSUPP, see `super::xattr`), and `ls` stops
         // asking; the kernel checks permissions against the modes alone.
         Ok(())
-    }
-
-    fn destroy(&mut self) {
-        let (lock, bell) = &*self.ended;
-        *crate::sync::lock(lock) = true;
-        bell.notify_all();
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {

@@ -29,18 +29,19 @@ pub const SECURITY: &str = "security.";
 /// The POSIX ACL names (answered `EOPNOTSUPP`).
 pub const ACL_NAMES: [&str; 2] = ["system.posix_acl_access", "system.posix_acl_default"];
 
-/// Whether `name` is of what the filesystem does not support at all (security labels,
-/// ACLs), answered `EOPNOTSUPP` rather than `ENODATA` (see the module docs).
-pub fn unsupported(name: &std::ffi::OsStr) -> bool {
-    let b = name.as_encoded_bytes();
-    b.starts_with(SECURITY.as_bytes()) || ACL_NAMES.iter().any(|a| b == a.as_bytes())
-}
 /// Prefix of the dataset-description names.
 pub const H5: &str = "user.h5.";
 /// Longest xattr name the kernel accepts.
 pub const XATTR_NAME_MAX: usize = 255;
 /// Largest xattr value or name list the kernel accepts.
 pub const XATTR_SIZE_MAX: usize = 65536;
+
+/// Whether `name` is of what the filesystem does not support at all (security labels,
+/// ACLs), answered `EOPNOTSUPP` rather than `ENODATA` (see the module docs).
+pub fn unsupported(name: &std::ffi::OsStr) -> bool {
+    let b = name.as_encoded_bytes();
+    b.starts_with(SECURITY.as_bytes()) || ACL_NAMES.iter().any(|a| b == a.as_bytes())
+}
 
 /// The `user.h5.*` entries of a dataset, in a fixed order.
 pub fn dataset_xattrs(info: &DatasetInfo) -> Vec<(String, String)> {
